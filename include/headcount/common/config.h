@@ -1,0 +1,104 @@
+// The typed configuration of every headcount command. YAML becomes these structs in exactly one
+// place (src/common/config.cpp); nothing else sees a YAML node or a key string.
+//
+// Precedence: defaults < config file(s), in the order given < `--set key=value` overrides.
+// Unknown keys, wrong types and out-of-range values are errors naming the key, the file and the
+// line, with the closest valid key suggested.
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace headcount {
+
+namespace fs = std::filesystem;
+
+struct ThreadsConfig {
+  // LibTorch intra-op (OpenMP) threads. 0 means "one per core". Measured on the 2-core machines
+  // (experiments/threads/): 2 intra-op threads with a single-threaded BLAS is fastest; letting
+  // OpenBLAS start its own threads as well oversubscribes the cores.
+  int intra_op = 0;
+  int inter_op = 1;
+  // OpenBLAS threads (set through openblas_set_num_threads at start-up).
+  int blas = 1;
+};
+
+struct DataConfig {
+  // "bible": build the default Spanish->English corpus into `dir` when its files are missing;
+  // "none": the files must exist.
+  std::string prepare = "bible";
+  std::string dir = "data/bible";
+  std::string src_lang = "es";
+  std::string tgt_lang = "en";
+  // File names are relative to `dir` unless absolute.
+  std::string train_src = "train.es";
+  std::string train_tgt = "train.en";
+  std::string dev_src = "dev.es";
+  std::string dev_tgt = "dev.en";
+  std::string test_src = "test.es";
+  std::string test_tgt = "test.en";
+  std::vector<std::string> test_extra_refs = {"test.kjv.en"};
+  // Length filtering of the training pairs (whitespace tokens per side). Dev and test are never
+  // filtered.
+  int min_tokens = 1;
+  int max_tokens = 250;
+  double max_length_ratio = 3.0;
+};
+
+struct VocabConfig {
+  bool joint = true;                 // one model for both sides (tied embeddings need it)
+  int size = 8000;                   // per model
+  std::string model_type = "unigram";  // unigram | bpe
+  double character_coverage = 1.0;
+  int input_sentence_size = 0;       // 0: train on every sentence
+  std::string cache_dir = "data/vocab";
+};
+
+struct Config {
+  int seed = 1;
+  std::string device = "auto";  // auto | cpu | cuda | cuda:N
+  ThreadsConfig threads;
+  DataConfig data;
+  VocabConfig vocab;
+};
+
+// One documented key of the schema.
+struct ConfigKeyInfo {
+  std::string key;
+  std::string type;
+  std::string help;
+  std::string default_value;
+};
+std::vector<ConfigKeyInfo> config_keys();
+
+// Builds a Config from defaults, files and overrides, remembering where each key was set.
+class ConfigLoader {
+ public:
+  ConfigLoader();
+  void apply_file(const fs::path& path);
+  // "a.b=value"; the value is parsed as YAML (so lists work: data.test_extra_refs=[a, b]).
+  void apply_set(const std::string& assignment);
+  void apply_yaml_text(const std::string& yaml_text, const std::string& origin);
+  // Validates relations between keys and returns the result.
+  Config finish() const;
+  // Where a key got its value ("configs/base.yaml:12", "--set", "default").
+  std::string origin(const std::string& key) const;
+
+ private:
+  Config config_;
+  std::map<std::string, std::string> origins_;
+};
+
+// YAML text of the whole resolved config (every key, in schema order).
+std::string dump_config(const Config& config);
+// Writes dump_config() to `path` atomically.
+void save_config(const Config& config, const fs::path& path);
+// Loads a config written by save_config (a run folder's config.yaml).
+Config load_config_file(const fs::path& path);
+
+// Paths of the data files, resolved against data.dir.
+fs::path data_path(const DataConfig& data, const std::string& name);
+
+}  // namespace headcount

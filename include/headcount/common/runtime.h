@@ -1,0 +1,29 @@
+// Process-wide runtime set-up: thread counts, the BLAS check, device choice.
+#pragma once
+
+#include <torch/types.h>
+
+#include <string>
+
+#include "headcount/common/config.h"
+
+namespace headcount::runtime {
+
+struct BlasInfo {
+  std::string library;  // the shared object that provides BLAS (resolved path)
+  std::string vendor;   // "OpenBLAS ...", "reference BLAS", ...
+  double gflops = 0;    // measured single-precision matmul speed
+  bool slow = false;    // below what any optimised BLAS reaches on one core
+};
+
+int num_cores();
+// Sets LibTorch intra-/inter-op threads and OpenBLAS threads from the config (0 = one per core),
+// then checks the BLAS once per process and warns loudly when it is a slow (reference) one.
+void apply_threads(const ThreadsConfig& threads);
+// Identifies the BLAS and times a float matmul (a few tens of milliseconds).
+BlasInfo probe_blas();
+// "auto" picks CUDA when LibTorch sees a GPU, else the CPU. A CUDA device on a machine without
+// one is an error.
+torch::Device resolve_device(const std::string& name);
+
+}  // namespace headcount::runtime

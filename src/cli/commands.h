@@ -1,0 +1,36 @@
+// The headcount subcommands: one source file each, registered in the table in main.cpp.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <string>
+#include <vector>
+
+#include "headcount/common/config.h"
+
+namespace headcount::cli {
+
+struct CommandSpec {
+  const char* name;
+  void (*add)(CLI::App& parent);
+};
+
+void add_bleu_command(CLI::App& app);
+void add_config_command(CLI::App& app);
+void add_data_command(CLI::App& app);
+void add_vocab_command(CLI::App& app);
+void add_bench_command(CLI::App& app);
+
+// Config files, --set overrides and --dump-config, shared by every command that takes a config.
+struct ConfigArgs {
+  std::vector<std::string> files;
+  std::vector<std::string> sets;
+  bool dump = false;
+};
+void add_config_args(CLI::App* cmd, ConfigArgs& args, bool positional = true);
+// Resolves the config; with --dump-config prints it to stdout and returns false (nothing runs).
+bool resolve_config(const ConfigArgs& args, Config* config);
+// Applies threads.* and checks the BLAS: call before any tensor work.
+void setup_runtime(const Config& config);
+
+}  // namespace headcount::cli

@@ -1,0 +1,35 @@
+#include <cstdio>
+
+#include "commands.h"
+#include "headcount/common/runtime.h"
+
+namespace headcount::cli {
+
+void add_config_args(CLI::App* cmd, ConfigArgs& args, bool positional) {
+  if (positional) {
+    cmd->add_option("config", args.files,
+                    "YAML config file(s); later files override earlier ones")
+        ->check(CLI::ExistingFile);
+  } else {
+    cmd->add_option("--config", args.files, "YAML config file(s)")->check(CLI::ExistingFile);
+  }
+  cmd->add_option("--set", args.sets, "Override a config key: --set vocab.size=4000 (repeatable)")
+      ->type_name("KEY=VALUE");
+  cmd->add_flag("--dump-config", args.dump, "Print the resolved config and exit");
+}
+
+bool resolve_config(const ConfigArgs& args, Config* config) {
+  ConfigLoader loader;
+  for (const auto& f : args.files) loader.apply_file(f);
+  for (const auto& s : args.sets) loader.apply_set(s);
+  *config = loader.finish();
+  if (args.dump) {
+    std::fputs(dump_config(*config).c_str(), stdout);
+    return false;
+  }
+  return true;
+}
+
+void setup_runtime(const Config& config) { runtime::apply_threads(config.threads); }
+
+}  // namespace headcount::cli

@@ -1,0 +1,57 @@
+// headcount: the command-line entry point. A thin layer over the core library: it parses the
+// command line, runs one subcommand, and turns any error into one line on stderr.
+#include <c10/util/Exception.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "commands.h"
+#include "headcount/common/check.h"
+#include "headcount/common/log.h"
+
+namespace headcount::cli {
+
+// Every subcommand, in the order `headcount --help` lists them.
+const CommandSpec kCommands[] = {
+    {"data", add_data_command},     {"vocab", add_vocab_command},
+    {"bleu", add_bleu_command},     {"config", add_config_command},
+    {"bench", add_bench_command},
+};
+
+}  // namespace headcount::cli
+
+int main(int argc, char** argv) {
+  using namespace headcount;
+  CLI::App app{
+      "headcount: find out which attention heads of a Transformer translation model matter, and "
+      "remove the rest.",
+      "headcount"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("headcount ") + HEADCOUNT_VERSION);
+  bool verbose = false, quiet = false;
+  app.add_flag("-v,--verbose", verbose, "Print debug messages");
+  app.add_flag("-q,--quiet", quiet, "Print warnings and errors only");
+  app.parse_complete_callback([&] {
+    if (verbose) log::set_level(log::Level::kDebug);
+    if (quiet) log::set_level(log::Level::kWarn);
+  });
+  for (const auto& spec : cli::kCommands) spec.add(app);
+
+  const bool debug = std::getenv("HEADCOUNT_DEBUG") != nullptr;
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const Error& e) {
+    std::fprintf(stderr, "headcount: error: %s\n", e.what());
+    if (debug) std::fprintf(stderr, "  (raised at %s)\n", e.where().c_str());
+    return 1;
+  } catch (const c10::Error& e) {
+    std::fprintf(stderr, "headcount: error (LibTorch): %s\n", e.what_without_backtrace());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "headcount: error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

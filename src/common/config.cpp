@@ -1,0 +1,407 @@
+// The config schema: every key, its type, range, default and meaning, in one table.
+#include "headcount/common/config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <functional>
+#include <optional>
+#include <regex>
+#include <set>
+
+#include "headcount/common/check.h"
+#include "headcount/common/io.h"
+#include "headcount/common/text.h"
+
+namespace headcount {
+namespace {
+
+// A value that does not fit its key; the loader adds the key, file and line.
+struct ValueError {
+  std::string message;
+};
+
+using Check = std::function<std::optional<std::string>(const void*)>;
+
+struct Field {
+  std::string key;
+  std::string type;
+  std::string help;
+  std::function<void(Config&, const YAML::Node&)> set;
+  std::function<YAML::Node(const Config&)> get;
+};
+
+std::string describe(const YAML::Node& n) {
+  if (n.IsNull()) return "nothing";
+  if (n.IsMap()) return "a mapping";
+  if (n.IsSequence()) return "a list";
+  return fmt::format("'{}'", n.Scalar());
+}
+
+template <typename T>
+T convert(const YAML::Node& n);
+
+template <>
+long long convert<long long>(const YAML::Node& n) {
+  if (!n.IsScalar()) throw ValueError{"expected an integer, got " + describe(n)};
+  try {
+    return n.as<long long>();
+  } catch (const YAML::Exception&) {
+    throw ValueError{"expected an integer, got " + describe(n)};
+  }
+}
+template <>
+int convert<int>(const YAML::Node& n) {
+  const long long v = convert<long long>(n);
+  if (v < INT32_MIN || v > INT32_MAX) throw ValueError{"integer out of range: " + describe(n)};
+  return static_cast<int>(v);
+}
+template <>
+double convert<double>(const YAML::Node& n) {
+  if (!n.IsScalar()) throw ValueError{"expected a number, got " + describe(n)};
+  try {
+    return n.as<double>();
+  } catch (const YAML::Exception&) {
+    throw ValueError{"expected a number, got " + describe(n)};
+  }
+}
+template <>
+bool convert<bool>(const YAML::Node& n) {
+  if (!n.IsScalar()) throw ValueError{"expected true or false, got " + describe(n)};
+  try {
+    return n.as<bool>();
+  } catch (const YAML::Exception&) {
+    throw ValueError{"expected true or false, got " + describe(n)};
+  }
+}
+template <>
+std::string convert<std::string>(const YAML::Node& n) {
+  if (!n.IsScalar()) throw ValueError{"expected a string, got " + describe(n)};
+  return n.Scalar();
+}
+template <>
+std::vector<std::string> convert<std::vector<std::string>>(const YAML::Node& n) {
+  if (n.IsNull()) return {};
+  if (!n.IsSequence()) throw ValueError{"expected a list of strings, got " + describe(n)};
+  std::vector<std::string> out;
+  for (const auto& item : n) out.push_back(convert<std::string>(item));
+  return out;
+}
+
+template <typename T>
+YAML::Node to_node(const T& v) {
+  return YAML::Node(v);
+}
+
+template <typename T>
+using Validator = std::function<std::optional<std::string>(const T&)>;
+
+template <typename T>
+Validator<T> any() {
+  return [](const T&) -> std::optional<std::string> { return std::nullopt; };
+}
+
+template <typename T>
+Validator<T> range(T lo, T hi) {
+  return [lo, hi](const T& v) -> std::optional<std::string> {
+    if (v < lo || v > hi) return fmt::format("must be between {} and {}, got {}", lo, hi, v);
+    return std::nullopt;
+  };
+}
+
+Validator<std::string> one_of(std::vector<std::string> choices) {
+  return [choices](const std::string& v) -> std::optional<std::string> {
+    for (const auto& c : choices) {
+      if (c == v) return std::nullopt;
+    }
+    return fmt::format("expected one of {}, got '{}'", fmt::join(choices, ", "), v);
+  };
+}
+
+Validator<std::string> non_empty() {
+  return [](const std::string& v) -> std::optional<std::string> {
+    if (v.empty()) return std::string("must not be empty");
+    return std::nullopt;
+  };
+}
+
+Validator<std::string> device_name() {
+  return [](const std::string& v) -> std::optional<std::string> {
+    static const std::regex re("auto|cpu|cuda(:[0-9]+)?");
+    if (!std::regex_match(v, re)) {
+      return fmt::format("expected auto, cpu, cuda or cuda:N, got '{}'", v);
+    }
+    return std::nullopt;
+  };
+}
+
+template <typename T, typename Access>
+Field field(std::string key, std::string type, Access access, Validator<T> validate,
+            std::string help) {
+  Field f;
+  f.key = std::move(key);
+  f.type = std::move(type);
+  f.help = std::move(help);
+  f.set = [access, validate](Config& c, const YAML::Node& n) {
+    T v = convert<T>(n);
+    if (auto err = validate(v)) throw ValueError{*err};
+    access(c) = std::move(v);
+  };
+  f.get = [access](const Config& c) { return to_node(access(const_cast<Config&>(c))); };
+  return f;
+}
+
+#define HC_ACCESS(member) [](Config& c) -> auto& { return c.member; }
+
+const std::vector<Field>& schema() {
+  static const std::vector<Field> fields = {
+      field<int>("seed", "int", HC_ACCESS(seed), range(0, INT32_MAX),
+                 "random seed for everything a run draws (data order, init, dropout, gates)"),
+      field<std::string>("device", "string", HC_ACCESS(device), device_name(),
+                         "auto (CUDA when present, else CPU), cpu, cuda or cuda:N"),
+      field<int>("threads.intra_op", "int", HC_ACCESS(threads.intra_op), range(0, 1024),
+                 "LibTorch intra-op threads; 0 = one per core"),
+      field<int>("threads.inter_op", "int", HC_ACCESS(threads.inter_op), range(1, 1024),
+                 "LibTorch inter-op threads"),
+      field<int>("threads.blas", "int", HC_ACCESS(threads.blas), range(0, 1024),
+                 "OpenBLAS threads; 0 leaves OpenBLAS's own default (oversubscribes)"),
+      field<std::string>("data.prepare", "string", HC_ACCESS(data.prepare),
+                         one_of({"bible", "none"}),
+                         "bible: build the default Spanish->English corpus into data.dir when "
+                         "missing; none: the files must exist"),
+      field<std::string>("data.dir", "path", HC_ACCESS(data.dir), non_empty(),
+                         "folder of the corpus files; file names below are relative to it"),
+      field<std::string>("data.src_lang", "string", HC_ACCESS(data.src_lang), non_empty(),
+                         "source language code"),
+      field<std::string>("data.tgt_lang", "string", HC_ACCESS(data.tgt_lang), non_empty(),
+                         "target language code"),
+      field<std::string>("data.train_src", "path", HC_ACCESS(data.train_src), non_empty(),
+                         "training source file"),
+      field<std::string>("data.train_tgt", "path", HC_ACCESS(data.train_tgt), non_empty(),
+                         "training target file"),
+      field<std::string>("data.dev_src", "path", HC_ACCESS(data.dev_src), non_empty(),
+                         "development source file"),
+      field<std::string>("data.dev_tgt", "path", HC_ACCESS(data.dev_tgt), non_empty(),
+                         "development target file"),
+      field<std::string>("data.test_src", "path", HC_ACCESS(data.test_src), non_empty(),
+                         "test source file"),
+      field<std::string>("data.test_tgt", "path", HC_ACCESS(data.test_tgt), non_empty(),
+                         "test target file (first reference)"),
+      field<std::vector<std::string>>("data.test_extra_refs", "list of paths",
+                                      HC_ACCESS(data.test_extra_refs),
+                                      any<std::vector<std::string>>(),
+                                      "further test references for multi-reference BLEU"),
+      field<int>("data.min_tokens", "int", HC_ACCESS(data.min_tokens), range(0, 100000),
+                 "drop training pairs with fewer whitespace tokens on either side"),
+      field<int>("data.max_tokens", "int", HC_ACCESS(data.max_tokens), range(1, 100000),
+                 "drop training pairs with more whitespace tokens on either side"),
+      field<double>("data.max_length_ratio", "float", HC_ACCESS(data.max_length_ratio),
+                    range(1.0, 1000.0),
+                    "drop training pairs whose longer side has more than this many times the "
+                    "tokens of the shorter"),
+      field<bool>("vocab.joint", "bool", HC_ACCESS(vocab.joint), any<bool>(),
+                  "one SentencePiece model for source and target (needed to tie all embeddings)"),
+      field<int>("vocab.size", "int", HC_ACCESS(vocab.size), range(16, 1000000),
+                 "vocabulary size of each SentencePiece model"),
+      field<std::string>("vocab.model_type", "string", HC_ACCESS(vocab.model_type),
+                         one_of({"unigram", "bpe"}), "SentencePiece model type"),
+      field<double>("vocab.character_coverage", "float", HC_ACCESS(vocab.character_coverage),
+                    range(0.9, 1.0), "share of characters the vocabulary must cover"),
+      field<int>("vocab.input_sentence_size", "int", HC_ACCESS(vocab.input_sentence_size),
+                 range(0, INT32_MAX), "sentences sampled to train SentencePiece; 0 = all"),
+      field<std::string>("vocab.cache_dir", "path", HC_ACCESS(vocab.cache_dir), non_empty(),
+                         "trained vocabularies are cached here, keyed by inputs and options"),
+  };
+  return fields;
+}
+
+#undef HC_ACCESS
+
+const Field* find_field(const std::string& key) {
+  for (const auto& f : schema()) {
+    if (f.key == key) return &f;
+  }
+  return nullptr;
+}
+
+bool is_section(const std::string& prefix) {
+  for (const auto& f : schema()) {
+    if (f.key.size() > prefix.size() && f.key.compare(0, prefix.size(), prefix) == 0 &&
+        f.key[prefix.size()] == '.') {
+      return true;
+    }
+  }
+  return false;
+}
+
+std::string closest_key(const std::string& key) {
+  std::string best;
+  size_t best_d = SIZE_MAX;
+  const std::string last = key.substr(key.rfind('.') == std::string::npos ? 0 : key.rfind('.') + 1);
+  for (const auto& f : schema()) {
+    size_t d = text::edit_distance(key, f.key);
+    const std::string flast = f.key.substr(f.key.rfind('.') == std::string::npos ? 0 : f.key.rfind('.') + 1);
+    // A right leaf name in the wrong section is a close match too.
+    if (flast == last) d = std::min<size_t>(d, 1);
+    if (d < best_d) {
+      best_d = d;
+      best = f.key;
+    }
+  }
+  return best_d <= std::max<size_t>(3, key.size() / 3) ? best : "";
+}
+
+std::string unknown_key_message(const std::string& key) {
+  const std::string hint = closest_key(key);
+  if (!hint.empty()) return fmt::format("unknown key '{}'; did you mean '{}'?", key, hint);
+  return fmt::format("unknown key '{}' (headcount config keys lists the valid ones)", key);
+}
+
+std::string location(const std::string& origin, const YAML::Node& n) {
+  if (n.Mark().is_null()) return origin;
+  return fmt::format("{}:{}", origin, n.Mark().line + 1);
+}
+
+void apply_node(Config& config, std::map<std::string, std::string>& origins,
+                const YAML::Node& node, const std::string& prefix, const std::string& origin) {
+  if (!node.IsMap()) {
+    HC_FAIL("{}: expected a mapping of config keys{}, got {}", location(origin, node),
+            prefix.empty() ? "" : fmt::format(" under '{}'", prefix), describe(node));
+  }
+  for (const auto& kv : node) {
+    const std::string name = kv.first.Scalar();
+    const std::string key = prefix.empty() ? name : prefix + "." + name;
+    const YAML::Node& value = kv.second;
+    if (const Field* f = find_field(key)) {
+      try {
+        f->set(config, value);
+      } catch (const ValueError& e) {
+        HC_FAIL("{}: {}: {}", location(origin, kv.first), key, e.message);
+      }
+      origins[key] = location(origin, kv.first);
+    } else if (is_section(key)) {
+      if (value.IsNull()) continue;  // "data:" with nothing under it
+      if (!value.IsMap()) {
+        HC_FAIL("{}: '{}' is a section: expected a mapping of its keys, got {}",
+                location(origin, kv.first), key, describe(value));
+      }
+      apply_node(config, origins, value, key, origin);
+    } else {
+      HC_FAIL("{}: {}", location(origin, kv.first), unknown_key_message(key));
+    }
+  }
+}
+
+YAML::Node parse_yaml(const std::string& text, const std::string& origin) {
+  try {
+    return YAML::Load(text);
+  } catch (const YAML::ParserException& e) {
+    HC_FAIL("{}:{}:{}: YAML syntax error: {}", origin, e.mark.line + 1, e.mark.column + 1, e.msg);
+  }
+}
+
+}  // namespace
+
+std::vector<ConfigKeyInfo> config_keys() {
+  const Config defaults;
+  std::vector<ConfigKeyInfo> out;
+  for (const auto& f : schema()) {
+    YAML::Emitter em;
+    em.SetSeqFormat(YAML::Flow);
+    em << f.get(defaults);
+    out.push_back({f.key, f.type, f.help, em.c_str()});
+  }
+  return out;
+}
+
+ConfigLoader::ConfigLoader() {
+  for (const auto& f : schema()) origins_[f.key] = "default";
+}
+
+void ConfigLoader::apply_yaml_text(const std::string& yaml_text, const std::string& origin) {
+  const YAML::Node root = parse_yaml(yaml_text, origin);
+  if (root.IsNull()) return;  // an empty file changes nothing
+  apply_node(config_, origins_, root, "", origin);
+}
+
+void ConfigLoader::apply_file(const fs::path& path) {
+  std::error_code ec;
+  HC_CHECK(fs::exists(path, ec), "config file {} not found", path.string());
+  apply_yaml_text(io::read_file(path), path.string());
+}
+
+void ConfigLoader::apply_set(const std::string& assignment) {
+  const size_t eq = assignment.find('=');
+  HC_CHECK(eq != std::string::npos && eq > 0, "--set {}: expected key=value, e.g. vocab.size=4000",
+           assignment);
+  const std::string key = text::trim(assignment.substr(0, eq));
+  const std::string value = assignment.substr(eq + 1);
+  const std::string origin = fmt::format("--set {}", assignment);
+  const Field* f = find_field(key);
+  if (!f) HC_FAIL("{}: {}", origin, unknown_key_message(key));
+  YAML::Node node;
+  try {
+    node = YAML::Load(value);
+  } catch (const YAML::ParserException& e) {
+    HC_FAIL("{}: cannot parse the value: {}", origin, e.msg);
+  }
+  try {
+    f->set(config_, node);
+  } catch (const ValueError& e) {
+    HC_FAIL("{}: {}: {}", origin, key, e.message);
+  }
+  origins_[key] = "--set";
+}
+
+std::string ConfigLoader::origin(const std::string& key) const {
+  const auto it = origins_.find(key);
+  return it == origins_.end() ? "" : it->second;
+}
+
+Config ConfigLoader::finish() const {
+  const Config& c = config_;
+  HC_CHECK(c.data.min_tokens <= c.data.max_tokens,
+           "data.min_tokens ({}, from {}) is larger than data.max_tokens ({}, from {})",
+           c.data.min_tokens, origin("data.min_tokens"), c.data.max_tokens,
+           origin("data.max_tokens"));
+  return c;
+}
+
+std::string dump_config(const Config& config) {
+  YAML::Node root(YAML::NodeType::Map);
+  for (const auto& f : schema()) {
+    YAML::Node node;
+    node.reset(root);
+    size_t start = 0;
+    for (;;) {
+      const size_t dot = f.key.find('.', start);
+      if (dot == std::string::npos) {
+        node[f.key.substr(start)] = f.get(config);
+        break;
+      }
+      YAML::Node child = node[f.key.substr(start, dot - start)];
+      node.reset(child);
+      start = dot + 1;
+    }
+  }
+  YAML::Emitter em;
+  em.SetSeqFormat(YAML::Flow);
+  em << root;
+  return std::string(em.c_str()) + "\n";
+}
+
+void save_config(const Config& config, const fs::path& path) {
+  io::write_file_atomic(path, dump_config(config));
+}
+
+Config load_config_file(const fs::path& path) {
+  ConfigLoader loader;
+  loader.apply_file(path);
+  return loader.finish();
+}
+
+fs::path data_path(const DataConfig& data, const std::string& name) {
+  const fs::path p(name);
+  return p.is_absolute() ? p : fs::path(data.dir) / p;
+}
+
+}  // namespace headcount

@@ -1,0 +1,44 @@
+// Shared helpers for the test suite.
+#pragma once
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+namespace headcount::testing {
+
+namespace fs = std::filesystem;
+
+inline fs::path source_dir() { return fs::path(HEADCOUNT_SOURCE_DIR); }
+inline fs::path test_data(const std::string& name) { return source_dir() / "tests" / "data" / name; }
+
+// ../shared beside the project (HEADCOUNT_SHARED overrides).
+inline fs::path shared_dir() {
+  if (const char* env = std::getenv("HEADCOUNT_SHARED")) return fs::path(env);
+  return source_dir().parent_path() / "shared";
+}
+
+inline bool running_in_ci() {
+  const char* ci = std::getenv("CI");
+  return ci != nullptr && std::string(ci) != "" && std::string(ci) != "false";
+}
+
+// A fresh, empty temporary folder, removed when the object goes away.
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (fs::temp_directory_path() / "headcount-test-XXXXXX").string();
+    path_ = fs::path(mkdtemp(tmpl.data()));
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  const fs::path& path() const { return path_; }
+  fs::path operator/(const std::string& name) const { return path_ / name; }
+
+ private:
+  fs::path path_;
+};
+
+}  // namespace headcount::testing
