@@ -22,7 +22,9 @@ using nlohmann::json;
 using testing::shared_dir;
 namespace fs = std::filesystem;
 
-fs::path conformance_dir() { return shared_dir() / "conformance" / "sacrebleu"; }
+fs::path conformance_dir() {
+  return shared_dir() / "conformance" / "sacrebleu";
+}
 
 // Lines as sacreBLEU reads a file: UTF-8, one segment a line, trailing whitespace stripped.
 std::vector<std::string> read_segments(const fs::path& p) {
@@ -99,7 +101,8 @@ void check_bleu(const json& v, const eval::BleuScore& s, const std::string& sign
   EXPECT_NEAR(s.ratio, out["ratio"].get<double>(), 1e-12) << name;
   EXPECT_EQ(s.sys_len, out["sys_len"].get<double>()) << name;
   EXPECT_EQ(s.ref_len, out["ref_len"].get<double>()) << name;
-  EXPECT_EQ(fmt::format("BLEU = {:.2f} {}", s.score, s.verbose()), out["formatted"].get<std::string>())
+  EXPECT_EQ(fmt::format("BLEU = {:.2f} {}", s.score, s.verbose()),
+            out["formatted"].get<std::string>())
       << name;
   if (exp.contains("score_str_2dp")) {
     EXPECT_EQ(fmt::format("{:.2f}", s.score), exp["score_str_2dp"].get<std::string>()) << name;
@@ -121,7 +124,8 @@ void check_chrf(const json& v, const eval::ChrfScore& s, const std::string& form
 TEST(Conformance, EverySacrebleuVector) {
   const fs::path file = conformance_dir() / "vectors.json";
   if (!fs::exists(file)) {
-    if (testing::running_in_ci()) FAIL() << file << " is missing: CI needs ../shared beside the repo";
+    if (testing::running_in_ci())
+      FAIL() << file << " is missing: CI needs ../shared beside the repo";
     GTEST_SKIP() << file << " not found (set HEADCOUNT_SHARED)";
   }
   const json vectors = json::parse(io::read_file(file));
@@ -136,7 +140,8 @@ TEST(Conformance, EverySacrebleuVector) {
       const auto s = metric == "bleu" ? bleu.corpus_score(in.hyps, in.refs)
                                       : bleu.sentence_score(in.hyps.at(0), [&] {
                                           std::vector<std::string> r;
-                                          for (const auto& stream : in.refs) r.push_back(stream.at(0));
+                                          for (const auto& stream : in.refs)
+                                            r.push_back(stream.at(0));
                                           return r;
                                         }());
       check_bleu(v, s, bleu.signature(bleu.last_nrefs()));
@@ -225,7 +230,8 @@ TEST(Text, PythonWhitespaceAndLowercase) {
   EXPECT_TRUE(text::is_py_space(0xA0));
   EXPECT_TRUE(text::is_py_space(0x3000));
   EXPECT_FALSE(text::is_py_space(0x200B));  // zero-width space is not whitespace in Python
-  EXPECT_EQ(text::to_utf8(text::lower(text::to_u32("ÉCOLE İ ΣΟΦΟΣ"))), "\u00e9cole i\u0307 \u03c3\u03bf\u03c6\u03bf\u03c2");
+  EXPECT_EQ(text::to_utf8(text::lower(text::to_u32("ÉCOLE İ ΣΟΦΟΣ"))),
+            "\u00e9cole i\u0307 \u03c3\u03bf\u03c6\u03bf\u03c2");
 }
 
 TEST(Chrf, HandComputedSingleCharacter) {

@@ -9,8 +9,12 @@ namespace headcount::testing {
 
 namespace fs = std::filesystem;
 
-inline fs::path source_dir() { return fs::path(HEADCOUNT_SOURCE_DIR); }
-inline fs::path test_data(const std::string& name) { return source_dir() / "tests" / "data" / name; }
+inline fs::path source_dir() {
+  return fs::path(HEADCOUNT_SOURCE_DIR);
+}
+inline fs::path test_data(const std::string& name) {
+  return source_dir() / "tests" / "data" / name;
+}
 
 // ../shared beside the project (HEADCOUNT_SHARED overrides).
 inline fs::path shared_dir() {

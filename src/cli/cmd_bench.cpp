@@ -13,7 +13,8 @@ void add_bench_command(CLI::App& app) {
   blas->callback([] {
     const auto b = runtime::probe_blas();
     std::printf("BLAS: %s\nlibrary: %s\nsgemm 384x384: %.1f GFLOP/s%s\n", b.vendor.c_str(),
-                b.library.c_str(), b.gflops, b.slow ? "  (SLOW: install libopenblas0-pthread)" : "");
+                b.library.c_str(), b.gflops,
+                b.slow ? "  (SLOW: install libopenblas0-pthread)" : "");
   });
 }
 

@@ -75,8 +75,7 @@ nlohmann::ordered_json numbers(const std::vector<double>& v) {
   return out;
 }
 
-std::string format_bleu(const eval::BleuScore& s, const std::string& signature,
-                        const BleuArgs& a) {
+std::string format_bleu(const eval::BleuScore& s, const std::string& signature, const BleuArgs& a) {
   const std::string score = fmt::format("{:.{}f}", s.score, a.width);
   if (a.json) {
     nlohmann::ordered_json j;
@@ -140,8 +139,8 @@ void run(const BleuArgs& a) {
       const auto stats = bleu.sentence_stats(hyps, refs);
       for (const auto& st : stats) {
         // Each sentence's own reference count, as sacreBLEU's sentence_score sees it.
-        std::puts(format_bleu(bleu.score_from_stats(st), bleu.signature(bleu.last_nrefs()), a)
-                      .c_str());
+        std::puts(
+            format_bleu(bleu.score_from_stats(st), bleu.signature(bleu.last_nrefs()), a).c_str());
       }
     } else {
       const auto s = bleu.corpus_score(hyps, refs);

@@ -16,8 +16,8 @@ void print_stats(const Config& config) {
               "src_mean", "tgt_mean", "src_max", "tgt_max");
   auto row = [](const char* name, const data::ParallelText& t) {
     const auto s = data::side_stats(t.src), g = data::side_stats(t.tgt);
-    std::printf("%-6s %8zu %10zu %10zu %8.1f %8.1f %8zu %8zu\n", name, t.size(), s.tokens,
-                g.tokens, s.mean(), g.mean(), s.max_tokens, g.max_tokens);
+    std::printf("%-6s %8zu %10zu %10zu %8.1f %8.1f %8zu %8zu\n", name, t.size(), s.tokens, g.tokens,
+                s.mean(), g.mean(), s.max_tokens, g.max_tokens);
   };
   row("train", c.train);
   row("dev", c.dev);
@@ -35,13 +35,23 @@ void add_data_command(CLI::App& app) {
   data->require_subcommand(1);
 
   auto out = std::make_shared<std::string>();
+  auto period = std::make_shared<int>(30);
   auto* bible = data->add_subcommand(
       "bible",
       "Build the Spanish->English Bible corpus from Debian's SWORD modules (deterministic)");
   bible->add_option("--out", *out, "Output folder")->required();
-  bible->callback([out] {
+  bible
+      ->add_option("--period", *period,
+                   "Hold out one chapter in N for dev and one in N for test (30: ~1,000 verses "
+                   "each; 60: ~500 each and ~30,000 for training)")
+      ->check(CLI::Range(3, 1000))
+      ->capture_default_str();
+  bible->callback([out, period] {
     data::BibleOptions o;
     o.out = *out;
+    o.period = *period;
+    o.dev_phase = *period / 3;
+    o.test_phase = (5 * *period) / 6;
     const auto stats = data::build_bible_corpus(o);
     std::printf("verses in all three modules: %zu\n", stats.common);
     for (const auto& s : stats.splits) {

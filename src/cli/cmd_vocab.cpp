@@ -27,8 +27,7 @@ SubwordStats measure(const data::Vocab& v, const std::vector<std::string>& lines
 
 void run(const Config& config) {
   const data::Corpus c = data::load_corpus(config.data);
-  const int threads =
-      config.threads.intra_op > 0 ? config.threads.intra_op : runtime::num_cores();
+  const int threads = config.threads.intra_op > 0 ? config.threads.intra_op : runtime::num_cores();
   const auto files = data::train_or_load_vocab(
       config.vocab, data_path(config.data, config.data.train_src),
       data_path(config.data, config.data.train_tgt), config.seed, threads);
@@ -41,10 +40,10 @@ void run(const Config& config) {
               "round_trip");
   auto row = [](const char* name, const data::Vocab& v, const std::vector<std::string>& lines) {
     const auto s = measure(v, lines);
-    std::printf("%-10s %8zu %10zu %10.1f %8zu %12s\n", name, s.sentences, s.pieces,
-                s.sentences ? static_cast<double>(s.pieces) / s.sentences : 0.0, s.unk,
-                s.round_trip_errors == 0 ? "exact"
-                                         : fmt::format("{} differ", s.round_trip_errors).c_str());
+    std::printf(
+        "%-10s %8zu %10zu %10.1f %8zu %12s\n", name, s.sentences, s.pieces,
+        s.sentences ? static_cast<double>(s.pieces) / s.sentences : 0.0, s.unk,
+        s.round_trip_errors == 0 ? "exact" : fmt::format("{} differ", s.round_trip_errors).c_str());
   };
   row("train.src", src, c.train.src);
   row("train.tgt", tgt, c.train.tgt);

@@ -7,8 +7,7 @@ namespace headcount::cli {
 
 void add_config_args(CLI::App* cmd, ConfigArgs& args, bool positional) {
   if (positional) {
-    cmd->add_option("config", args.files,
-                    "YAML config file(s); later files override earlier ones")
+    cmd->add_option("config", args.files, "YAML config file(s); later files override earlier ones")
         ->check(CLI::ExistingFile);
   } else {
     cmd->add_option("--config", args.files, "YAML config file(s)")->check(CLI::ExistingFile);
@@ -30,6 +29,8 @@ bool resolve_config(const ConfigArgs& args, Config* config) {
   return true;
 }
 
-void setup_runtime(const Config& config) { runtime::apply_threads(config.threads); }
+void setup_runtime(const Config& config) {
+  runtime::apply_threads(config.threads);
+}
 
 }  // namespace headcount::cli

@@ -13,9 +13,8 @@ namespace headcount::cli {
 
 // Every subcommand, in the order `headcount --help` lists them.
 const CommandSpec kCommands[] = {
-    {"data", add_data_command},     {"vocab", add_vocab_command},
-    {"bleu", add_bleu_command},     {"config", add_config_command},
-    {"bench", add_bench_command},
+    {"data", add_data_command},     {"vocab", add_vocab_command}, {"bleu", add_bleu_command},
+    {"config", add_config_command}, {"bench", add_bench_command},
 };
 
 }  // namespace headcount::cli

@@ -150,7 +150,10 @@ Field field(std::string key, std::string type, Access access, Validator<T> valid
   return f;
 }
 
-#define HC_ACCESS(member) [](Config& c) -> auto& { return c.member; }
+#define HC_ACCESS(member)   \
+  [](Config & c) -> auto& { \
+    return c.member;        \
+  }
 
 const std::vector<Field>& schema() {
   static const std::vector<Field> fields = {
@@ -186,10 +189,9 @@ const std::vector<Field>& schema() {
                          "test source file"),
       field<std::string>("data.test_tgt", "path", HC_ACCESS(data.test_tgt), non_empty(),
                          "test target file (first reference)"),
-      field<std::vector<std::string>>("data.test_extra_refs", "list of paths",
-                                      HC_ACCESS(data.test_extra_refs),
-                                      any<std::vector<std::string>>(),
-                                      "further test references for multi-reference BLEU"),
+      field<std::vector<std::string>>(
+          "data.test_extra_refs", "list of paths", HC_ACCESS(data.test_extra_refs),
+          any<std::vector<std::string>>(), "further test references for multi-reference BLEU"),
       field<int>("data.min_tokens", "int", HC_ACCESS(data.min_tokens), range(0, 100000),
                  "drop training pairs with fewer whitespace tokens on either side"),
       field<int>("data.max_tokens", "int", HC_ACCESS(data.max_tokens), range(1, 100000),
@@ -206,6 +208,8 @@ const std::vector<Field>& schema() {
                          one_of({"unigram", "bpe"}), "SentencePiece model type"),
       field<double>("vocab.character_coverage", "float", HC_ACCESS(vocab.character_coverage),
                     range(0.9, 1.0), "share of characters the vocabulary must cover"),
+      field<bool>("vocab.byte_fallback", "bool", HC_ACCESS(vocab.byte_fallback), any<bool>(),
+                  "unknown characters become byte pieces instead of <unk> (exact round trip)"),
       field<int>("vocab.input_sentence_size", "int", HC_ACCESS(vocab.input_sentence_size),
                  range(0, INT32_MAX), "sentences sampled to train SentencePiece; 0 = all"),
       field<std::string>("vocab.cache_dir", "path", HC_ACCESS(vocab.cache_dir), non_empty(),
@@ -239,7 +243,8 @@ std::string closest_key(const std::string& key) {
   const std::string last = key.substr(key.rfind('.') == std::string::npos ? 0 : key.rfind('.') + 1);
   for (const auto& f : schema()) {
     size_t d = text::edit_distance(key, f.key);
-    const std::string flast = f.key.substr(f.key.rfind('.') == std::string::npos ? 0 : f.key.rfind('.') + 1);
+    const std::string flast =
+        f.key.substr(f.key.rfind('.') == std::string::npos ? 0 : f.key.rfind('.') + 1);
     // A right leaf name in the wrong section is a close match too.
     if (flast == last) d = std::min<size_t>(d, 1);
     if (d < best_d) {
@@ -261,8 +266,8 @@ std::string location(const std::string& origin, const YAML::Node& n) {
   return fmt::format("{}:{}", origin, n.Mark().line + 1);
 }
 
-void apply_node(Config& config, std::map<std::string, std::string>& origins,
-                const YAML::Node& node, const std::string& prefix, const std::string& origin) {
+void apply_node(Config& config, std::map<std::string, std::string>& origins, const YAML::Node& node,
+                const std::string& prefix, const std::string& origin) {
   if (!node.IsMap()) {
     HC_FAIL("{}: expected a mapping of config keys{}, got {}", location(origin, node),
             prefix.empty() ? "" : fmt::format(" under '{}'", prefix), describe(node));

@@ -91,6 +91,8 @@ uint64_t hash_file(const fs::path& path, uint64_t seed) {
   return fnv1a(data.data(), data.size(), seed);
 }
 
-std::string hex64(uint64_t v) { return fmt::format("{:016x}", v); }
+std::string hex64(uint64_t v) {
+  return fmt::format("{:016x}", v);
+}
 
 }  // namespace headcount::io

@@ -12,8 +12,12 @@ std::atomic<Level> g_level{Level::kInfo};
 std::mutex g_mutex;
 }  // namespace
 
-void set_level(Level level) { g_level = level; }
-Level level() { return g_level; }
+void set_level(Level level) {
+  g_level = level;
+}
+Level level() {
+  return g_level;
+}
 
 bool stderr_is_tty() {
   static const bool tty = isatty(STDERR_FILENO) != 0;

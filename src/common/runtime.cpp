@@ -112,7 +112,8 @@ void apply_threads(const ThreadsConfig& threads) {
 }
 
 torch::Device resolve_device(const std::string& name) {
-  if (name == "auto") return torch::cuda::is_available() ? torch::Device(torch::kCUDA) : torch::kCPU;
+  if (name == "auto")
+    return torch::cuda::is_available() ? torch::Device(torch::kCUDA) : torch::kCPU;
   if (name == "cpu") return torch::kCPU;
   HC_CHECK(torch::cuda::is_available(),
            "device '{}' requested but LibTorch sees no CUDA device (this LibTorch {} CUDA); use "

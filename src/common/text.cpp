@@ -130,7 +130,9 @@ std::u32string_view rstrip_py(std::u32string_view s) {
   return s.substr(0, n);
 }
 
-std::string rstrip_py_utf8(std::string_view s) { return to_utf8(rstrip_py(to_u32(s))); }
+std::string rstrip_py_utf8(std::string_view s) {
+  return to_utf8(rstrip_py(to_u32(s)));
+}
 
 std::u32string collapse_spaces(std::u32string_view s) {
   std::u32string out;

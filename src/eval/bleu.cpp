@@ -57,7 +57,9 @@ double smooth_default(const std::string& method) {
   return 0.0;
 }
 
-double my_log(double x) { return x == 0.0 ? -9999999999.0 : std::log(x); }
+double my_log(double x) {
+  return x == 0.0 ? -9999999999.0 : std::log(x);
+}
 
 }  // namespace
 
@@ -182,7 +184,9 @@ BleuScore Bleu::compute(BleuStats stats, const BleuOptions& options) {
   return s;
 }
 
-BleuScore Bleu::score_from_stats(const BleuStats& stats) const { return compute(stats, options_); }
+BleuScore Bleu::score_from_stats(const BleuStats& stats) const {
+  return compute(stats, options_);
+}
 
 BleuScore Bleu::corpus_score(const std::vector<std::string>& hyps,
                              const std::vector<std::vector<std::string>>& refs) const {

@@ -41,7 +41,9 @@ std::u32string sub_pair(std::u32string_view s, First first, Second second, std::
   return out;
 }
 
-bool ascii_digit(char32_t c) { return c >= U'0' && c <= U'9'; }
+bool ascii_digit(char32_t c) {
+  return c >= U'0' && c <= U'9';
+}
 
 // mteval-v13a's first rule: the class [\{-\~\[-\` -\&\(-\+\:-\@\/].
 bool v13a_symbol(char32_t c) {
@@ -87,7 +89,8 @@ std::u32string tokenize_13a(std::u32string_view in) {
   // Rule 3: ([\.,])([^0-9]) -> " \1 \2"
   s = sub_pair(s, period_comma, not_digit, U" ", U" ", U"");
   // Rule 4: ([0-9])(-) -> "\1 \2 "
-  s = sub_pair(s, ascii_digit, [](char32_t c) { return c == U'-'; }, U"", U" ", U" ");
+  s = sub_pair(
+      s, ascii_digit, [](char32_t c) { return c == U'-'; }, U"", U" ", U" ");
   return text::collapse_spaces(s);
 }
 

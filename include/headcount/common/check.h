@@ -26,11 +26,11 @@ class Error : public std::runtime_error {
 }  // namespace headcount
 
 // HC_CHECK(cond, "format {}", args...): throws headcount::Error with the formatted message.
-#define HC_CHECK(cond, ...)                                                   \
-  do {                                                                        \
-    if (!(cond)) {                                                            \
+#define HC_CHECK(cond, ...)                                                     \
+  do {                                                                          \
+    if (!(cond)) {                                                              \
       throw ::headcount::Error(::fmt::format(__VA_ARGS__), __FILE__, __LINE__); \
-    }                                                                         \
+    }                                                                           \
   } while (0)
 
 #define HC_FAIL(...) throw ::headcount::Error(::fmt::format(__VA_ARGS__), __FILE__, __LINE__)

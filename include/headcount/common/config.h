@@ -48,11 +48,14 @@ struct DataConfig {
 };
 
 struct VocabConfig {
-  bool joint = true;                 // one model for both sides (tied embeddings need it)
-  int size = 8000;                   // per model
+  bool joint = true;                   // one model for both sides (tied embeddings need it)
+  int size = 8000;                     // per model
   std::string model_type = "unigram";  // unigram | bpe
   double character_coverage = 1.0;
-  int input_sentence_size = 0;       // 0: train on every sentence
+  // Unknown characters become UTF-8 byte pieces instead of <unk>, so decoding gives back any
+  // input exactly (costs 256 pieces of the vocabulary).
+  bool byte_fallback = true;
+  int input_sentence_size = 0;  // 0: train on every sentence
   std::string cache_dir = "data/vocab";
 };
 

@@ -9,9 +9,9 @@
 namespace headcount::eval {
 
 struct BleuOptions {
-  std::string tokenize = "13a";       // 13a | intl | none | char
+  std::string tokenize = "13a";  // 13a | intl | none | char
   bool lowercase = false;
-  std::string smooth_method = "exp";  // exp | floor | add-k | none
+  std::string smooth_method = "exp";   // exp | floor | add-k | none
   std::optional<double> smooth_value;  // floor: default 0.1, add-k: default 1
   bool effective_order = false;        // on for sentence-level BLEU, as sacreBLEU
   int max_ngram_order = 4;

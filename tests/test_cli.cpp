@@ -1,0 +1,121 @@
+// The headcount executable: help, exit codes, one-line errors, bleu output and --dump-config.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "headcount/common/io.h"
+#include "test_util.h"
+
+namespace headcount {
+namespace {
+
+using testing::TempDir;
+
+struct Result {
+  int code = -1;
+  std::string out, err;
+};
+
+Result run(const std::string& args) {
+  TempDir dir;
+  const std::string cmd = fmt::format("{} {} 2>{}", HEADCOUNT_BINARY, args, (dir / "err").string());
+  FILE* p = popen(cmd.c_str(), "r");
+  Result r;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  const int status = pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.err = io::read_file(dir / "err");
+  return r;
+}
+
+size_t count_lines(const std::string& s) {
+  return std::count(s.begin(), s.end(), '\n');
+}
+
+TEST(Cli, HelpListsEveryCommand) {
+  const auto r = run("--help");
+  EXPECT_EQ(r.code, 0);
+  for (const char* c : {"data", "vocab", "bleu", "config", "bench"}) {
+    EXPECT_NE(r.out.find(c), std::string::npos) << c;
+  }
+  EXPECT_EQ(run("bleu --help").code, 0);
+  EXPECT_EQ(run("data bible --help").code, 0);
+}
+
+TEST(Cli, ErrorsAreOneLineAndNonZero) {
+  TempDir dir;
+  auto r = run("config show --set vocab.size=lots");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_EQ(count_lines(r.err), 1u) << r.err;
+  EXPECT_NE(r.err.find("vocab.size: expected an integer, got 'lots'"), std::string::npos) << r.err;
+
+  std::ofstream(dir / "bad.yaml") << "data:\n  max_tokns: 3\n";
+  r = run(fmt::format("config show {}", (dir / "bad.yaml").string()));
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("bad.yaml:2: unknown key 'data.max_tokns'; did you mean 'data.max_tokens'?"),
+            std::string::npos)
+      << r.err;
+
+  std::ofstream(dir / "h.txt") << "a b\nc d\n";
+  std::ofstream(dir / "r.txt") << "a b\n";
+  r = run(fmt::format("bleu {} {}", (dir / "h.txt").string(), (dir / "r.txt").string()));
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("must be line-aligned"), std::string::npos) << r.err;
+  EXPECT_EQ(count_lines(r.err), 1u) << r.err;
+
+  EXPECT_NE(run("no-such-command").code, 0);
+  EXPECT_NE(run("bleu --tokenize klingon x y").code, 0);
+}
+
+TEST(Cli, BleuPlainAndJsonOutput) {
+  TempDir dir;
+  std::ofstream(dir / "hyp") << "The dog bit the man.\nIt wasn't surprising.\nThe man had just "
+                                "bitten him.\n";
+  std::ofstream(dir / "ref1") << "The dog bit the man.\nIt was not unexpected.\nThe man bit him "
+                                 "first.\n";
+  std::ofstream(dir / "ref2") << "The dog had bit the man.\nNo one was surprised.\nThe man had "
+                                 "bitten the dog.\n";
+  const std::string files = fmt::format("{} {} {}", (dir / "hyp").string(), (dir / "ref1").string(),
+                                        (dir / "ref2").string());
+  auto r = run("bleu " + files);
+  EXPECT_EQ(r.code, 0) << r.err;
+  // sacreBLEU's README example, printed as `sacrebleu -f text` prints it.
+  EXPECT_EQ(r.out,
+            "BLEU|nrefs:2|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0 = 48.53 "
+            "82.4/50.0/45.5/37.5 (BP = 0.943 ratio = 0.944 hyp_len = 17 ref_len = 18)\n");
+  r = run("bleu --json " + files);
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_NEAR(j["score"].get<double>(), 48.530827009929865, 1e-9);
+  EXPECT_EQ(j["counts"], nlohmann::json::parse("[14, 7, 5, 3]"));
+  EXPECT_EQ(j["totals"], nlohmann::json::parse("[17, 14, 11, 8]"));
+  EXPECT_EQ(j["sys_len"], 17);
+  EXPECT_EQ(j["ref_len"], 18);
+  EXPECT_EQ(j["signature"], "nrefs:2|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0");
+  r = run("bleu --metric chrf " + files);
+  EXPECT_EQ(r.out, "chrF2|nrefs:2|case:mixed|eff:yes|nc:6|nw:0|space:no|version:2.6.0 = 59.73\n");
+  r = run("bleu --sentence -b " + files);
+  EXPECT_EQ(count_lines(r.out), 3u);
+  EXPECT_EQ(r.out.substr(0, 7), "100.00\n");
+  r = run("bleu --metric chrf --chrf-word-order 2 -b " + files);
+  EXPECT_EQ(r.code, 0);
+}
+
+TEST(Cli, DumpConfigPrintsTheResolvedConfig) {
+  const auto r = run("config show --set vocab.size=1234 --set data.dir=/x");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("size: 1234"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("dir: /x"), std::string::npos) << r.out;
+  const auto v = run("vocab --dump-config --set vocab.model_type=bpe");
+  EXPECT_EQ(v.code, 0) << v.err;
+  EXPECT_NE(v.out.find("model_type: bpe"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace headcount

@@ -1,0 +1,122 @@
+// Config: precedence, errors that name key, file and line, the dump round trip.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "headcount/common/check.h"
+#include "headcount/common/config.h"
+#include "test_util.h"
+
+namespace headcount {
+namespace {
+
+using testing::TempDir;
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+fs::path write_yaml(const TempDir& dir, const std::string& name, const std::string& text) {
+  const fs::path p = dir / name;
+  std::ofstream(p) << text;
+  return p;
+}
+
+TEST(Config, DefaultsFilesThenSetOverrides) {
+  TempDir dir;
+  const auto a = write_yaml(dir, "a.yaml", "vocab:\n  size: 4000\n  model_type: bpe\nseed: 7\n");
+  const auto b = write_yaml(dir, "b.yaml", "vocab:\n  size: 5000\n");
+  ConfigLoader l;
+  l.apply_file(a);
+  l.apply_file(b);
+  l.apply_set("seed=9");
+  l.apply_set("data.test_extra_refs=[x.en, y.en]");
+  const Config c = l.finish();
+  EXPECT_EQ(c.vocab.size, 5000);                           // later file wins
+  EXPECT_EQ(c.vocab.model_type, "bpe");                    // earlier file kept where not overridden
+  EXPECT_EQ(c.seed, 9);                                    // --set wins over files
+  EXPECT_EQ(c.data.max_tokens, Config().data.max_tokens);  // default
+  EXPECT_EQ(c.data.test_extra_refs, (std::vector<std::string>{"x.en", "y.en"}));
+  EXPECT_EQ(l.origin("vocab.size"), (dir / "b.yaml").string() + ":2");
+  EXPECT_EQ(l.origin("seed"), "--set");
+  EXPECT_EQ(l.origin("data.dir"), "default");
+}
+
+TEST(Config, UnknownKeyNamesFileLineAndSuggestion) {
+  TempDir dir;
+  const auto p = write_yaml(dir, "bad.yaml", "seed: 1\nvocab:\n  szie: 4000\n");
+  const std::string e = error_of([&] { ConfigLoader().apply_file(p); });
+  EXPECT_NE(e.find(p.string() + ":3"), std::string::npos) << e;
+  EXPECT_NE(e.find("unknown key 'vocab.szie'"), std::string::npos) << e;
+  EXPECT_NE(e.find("did you mean 'vocab.size'"), std::string::npos) << e;
+  // A right key in the wrong section.
+  const auto q = write_yaml(dir, "sect.yaml", "data:\n  model_type: bpe\n");
+  EXPECT_NE(error_of([&] { ConfigLoader().apply_file(q); }).find("'vocab.model_type'"),
+            std::string::npos);
+}
+
+TEST(Config, WrongTypesAndRanges) {
+  TempDir dir;
+  const auto p = write_yaml(dir, "t.yaml", "vocab:\n  size: lots\n");
+  std::string e = error_of([&] { ConfigLoader().apply_file(p); });
+  EXPECT_NE(e.find(":2: vocab.size: expected an integer, got 'lots'"), std::string::npos) << e;
+  const auto q = write_yaml(dir, "r.yaml", "data:\n  max_length_ratio: 0.5\n");
+  e = error_of([&] { ConfigLoader().apply_file(q); });
+  EXPECT_NE(e.find(":2: data.max_length_ratio: must be between 1 and 1000, got 0.5"),
+            std::string::npos)
+      << e;
+  e = error_of([&] { ConfigLoader().apply_set("vocab.model_type=wordpiece"); });
+  EXPECT_NE(e.find("expected one of unigram, bpe, got 'wordpiece'"), std::string::npos) << e;
+  e = error_of([&] { ConfigLoader().apply_set("device=gpu"); });
+  EXPECT_NE(e.find("expected auto, cpu, cuda or cuda:N"), std::string::npos) << e;
+  e = error_of([&] { ConfigLoader().apply_set("vocab=3"); });
+  EXPECT_NE(e.find("unknown key 'vocab'"), std::string::npos) << e;
+  e = error_of([&] { ConfigLoader().apply_set("novalue"); });
+  EXPECT_NE(e.find("expected key=value"), std::string::npos) << e;
+  const auto s = write_yaml(dir, "s.yaml", "vocab: 3\n");
+  e = error_of([&] { ConfigLoader().apply_file(s); });
+  EXPECT_NE(e.find("'vocab' is a section"), std::string::npos) << e;
+  const auto l = write_yaml(dir, "l.yaml", "data:\n  test_extra_refs: a.en\n");
+  e = error_of([&] { ConfigLoader().apply_file(l); });
+  EXPECT_NE(e.find("expected a list of strings"), std::string::npos) << e;
+}
+
+TEST(Config, SyntaxErrorsAndCrossKeyChecks) {
+  TempDir dir;
+  const auto p = write_yaml(dir, "syn.yaml", "seed: 1\nvocab: [1, 2\n");
+  const std::string e = error_of([&] { ConfigLoader().apply_file(p); });
+  EXPECT_NE(e.find("YAML syntax error"), std::string::npos) << e;
+  EXPECT_NE(e.find(p.string() + ":"), std::string::npos) << e;
+  ConfigLoader l;
+  l.apply_set("data.min_tokens=50");
+  l.apply_set("data.max_tokens=10");
+  EXPECT_NE(error_of([&] { l.finish(); }).find("data.min_tokens (50, from --set)"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { ConfigLoader().apply_file(dir / "missing.yaml"); }).find("not found"),
+            std::string::npos);
+}
+
+TEST(Config, DumpLoadsBackToTheSameConfig) {
+  TempDir dir;
+  ConfigLoader l;
+  l.apply_set("vocab.size=1234");
+  l.apply_set("data.test_extra_refs=[]");
+  l.apply_set("data.max_length_ratio=2.5");
+  const Config c = l.finish();
+  save_config(c, dir / "config.yaml");
+  const Config back = load_config_file(dir / "config.yaml");
+  EXPECT_EQ(dump_config(back), dump_config(c));
+  EXPECT_EQ(back.vocab.size, 1234);
+  EXPECT_TRUE(back.data.test_extra_refs.empty());
+  EXPECT_DOUBLE_EQ(back.data.max_length_ratio, 2.5);
+  // Every key is listed with its default.
+  EXPECT_GE(config_keys().size(), 20u);
+}
+
+}  // namespace
+}  // namespace headcount

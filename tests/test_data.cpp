@@ -1,0 +1,216 @@
+// The default corpus extractor, parallel-data validation and length filtering.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <set>
+
+#include "headcount/common/check.h"
+#include "headcount/common/io.h"
+#include "headcount/data/bible.h"
+#include "headcount/data/corpus.h"
+#include "test_util.h"
+
+namespace headcount {
+namespace {
+
+using data::osis_to_text;
+using testing::TempDir;
+
+void write(const fs::path& p, const std::string& content) {
+  std::ofstream(p, std::ios::binary) << content;
+}
+
+TEST(Osis, NoteBetweenWordsLeavesASpace) {
+  // The WEB's Genesis 1:1: diatheke -f plain prints "Godcreated".
+  EXPECT_EQ(osis_to_text(R"(<w lemma="strong:H0430">God</w><note placement="foot"><reference )"
+                         R"(type="annotateRef">1:1 </reference>The Hebrew word rendered “God” )"
+                         R"(is “אֱלֹהִ֑ים” (Elohim).</note><w lemma="strong:H1254">created</w> )"
+                         R"(<w>the</w> <w>heavens</w>.)"),
+            "God created the heavens.");
+}
+
+TEST(Osis, NoteBeforePunctuationLeavesNoSpace) {
+  EXPECT_EQ(osis_to_text("<w>earth</w><note>a note</note>."), "earth.");
+  EXPECT_EQ(osis_to_text("coins</q> <note>about coins</note> <q>? Not"), "coins? Not");
+}
+
+TEST(Osis, TitlesSpeakersAndMilestonesAreDropped) {
+  EXPECT_EQ(osis_to_text(R"(<title type="psalm">A Psalm of David.</title> <w>The</w> LORD)"),
+            "The LORD");
+  EXPECT_EQ(osis_to_text(R"(<speaker>Beloved</speaker> <lg sID="x"/> <l sID="y"/>My love)"),
+            "My love");
+  EXPECT_EQ(osis_to_text(R"(end<milestone type="x-p" marker="¶"/>start)"), "end start");
+  EXPECT_EQ(osis_to_text(R"(this,<l eID="a"/><l sID="b"/>you)"), "this, you");
+}
+
+TEST(Osis, InlineElementsKeepTheirTextWithoutExtraSpaces) {
+  EXPECT_EQ(osis_to_text(
+                R"(<divineName>Lord</divineName>’s <transChange type="added">was</transChange>,)"),
+            "Lord’s was,");
+  EXPECT_EQ(osis_to_text(R"(<q marker="" who="Jesus">“Follow me.”</q>)"), "“Follow me.”");
+}
+
+TEST(Osis, NestedNotesEntitiesPilcrowAndWhitespace) {
+  EXPECT_EQ(osis_to_text("A<note>x <rdg>y <catchWord>z</catchWord></rdg> w</note> B"), "A B");
+  EXPECT_EQ(osis_to_text("Tom &amp; Jerry &lt;3 &#65;&#x42;"), "Tom & Jerry <3 AB");
+  EXPECT_EQ(osis_to_text("¶ And   it\tcame\nto pass"), "And it came to pass");
+  EXPECT_EQ(osis_to_text("  "), "");
+}
+
+TEST(Osis, TextAfterTheEndOfAChapterOrBookIsNotPartOfTheVerse) {
+  EXPECT_EQ(osis_to_text(R"(saints. Amen. <chapter eID="Rev.22"/> <div sID="g" type="glossary"/> )"
+                         R"(The following words used in the WEB...)"),
+            "saints. Amen.");
+  EXPECT_EQ(osis_to_text(R"(end. <div eID="b1" osisID="Rev" type="book"/> Glossary)"), "end.");
+  EXPECT_EQ(osis_to_text(R"(<chapter sID="Gen.2"/>Thus the heavens)"), "Thus the heavens");
+}
+
+TEST(Osis, ParseImpSkipsHeadingsAndJoinsLines) {
+  const auto v = data::parse_imp(
+      "$$$[ Module Heading ]\n\n$$$Genesis 0:0\nbook heading\n$$$Genesis 1:0\n<chapter/>\n"
+      "$$$Genesis 1:1\nIn the\nbeginning\n$$$1 Samuel 2:3\nText\n");
+  ASSERT_EQ(v.size(), 2u);
+  EXPECT_EQ(v[0].key(), "Genesis 1:1");
+  EXPECT_EQ(v[0].osis, "In the\nbeginning");
+  EXPECT_EQ(v[1].book, "1 Samuel");
+  EXPECT_EQ(v[1].chapter, 2);
+  EXPECT_EQ(v[1].verse, 3);
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Parallel, DifferentLineCountsNameBothFiles) {
+  TempDir dir;
+  write(dir / "a.es", "uno\ndos\ntres\n");
+  write(dir / "a.en", "one\ntwo\n");
+  const std::string e = error_of([&] { data::read_parallel(dir / "a.es", dir / "a.en"); });
+  EXPECT_NE(e.find("a.es has 3 lines"), std::string::npos) << e;
+  EXPECT_NE(e.find("a.en has 2"), std::string::npos) << e;
+}
+
+TEST(Parallel, InvalidUtf8NamesFileAndLine) {
+  TempDir dir;
+  write(dir / "b.es", "uno\ndos \xff\xfe\n");
+  write(dir / "b.en", "one\ntwo\n");
+  const std::string e = error_of([&] { data::read_parallel(dir / "b.es", dir / "b.en"); });
+  EXPECT_NE(e.find("b.es:2: invalid UTF-8 at byte 5"), std::string::npos) << e;
+  // Overlong encodings and surrogates are invalid too.
+  write(dir / "c.es", "\xc0\xafx\n");
+  EXPECT_NE(error_of([&] { io::read_lines(dir / "c.es"); }).find("c.es:1"), std::string::npos);
+  write(dir / "d.es", "\xed\xa0\x80\n");
+  EXPECT_NE(error_of([&] { io::read_lines(dir / "d.es"); }).find("d.es:1"), std::string::npos);
+}
+
+TEST(Parallel, MissingAndEmptyFiles) {
+  TempDir dir;
+  write(dir / "e.en", "");
+  write(dir / "f.en", "x\n");
+  EXPECT_NE(error_of([&] {
+              data::read_parallel(dir / "nope.es", dir / "f.en");
+            }).find("nope.es: file not found"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] {
+              data::read_parallel(dir / "f.en", dir / "e.en");
+            }).find("e.en: file is empty"),
+            std::string::npos);
+}
+
+TEST(Parallel, WindowsLineEndingsAreStripped) {
+  TempDir dir;
+  write(dir / "g.es", "uno\r\ndos\r\n");
+  write(dir / "g.en", "one\ntwo");
+  const auto t = data::read_parallel(dir / "g.es", dir / "g.en");
+  EXPECT_EQ(t.src, (std::vector<std::string>{"uno", "dos"}));
+  EXPECT_EQ(t.tgt, (std::vector<std::string>{"one", "two"}));
+}
+
+TEST(Parallel, LengthFilterCountsEachReason) {
+  data::ParallelText t;
+  t.src = {"a b", "", "a b c d e f", "a", "a b c", "x\u00a0y"};
+  t.tgt = {"a b", "x", "a", "a b c d e", "a b", "x y"};
+  // min 1, max 5, ratio 3: keep 0; empty; 6 > 5 too long; 5 tokens vs 1 -> ratio; keep; keep
+  // (the no-break space separates tokens).
+  const auto r = data::filter_by_length(t, 1, 5, 3.0);
+  EXPECT_EQ(r.total, 6u);
+  EXPECT_EQ(r.too_short, 1u);
+  EXPECT_EQ(r.too_long, 1u);
+  EXPECT_EQ(r.bad_ratio, 1u);
+  EXPECT_EQ(r.kept, 3u);
+  EXPECT_EQ(t.src, (std::vector<std::string>{"a b", "a b c", "x\u00a0y"}));
+  EXPECT_EQ(data::count_tokens("  a \t b\u3000c "), 3u);
+}
+
+TEST(Parallel, MissingFilesWithoutPrepareIsAClearError) {
+  TempDir dir;
+  DataConfig d;
+  d.dir = dir.path().string();
+  d.prepare = "none";
+  const std::string e = error_of([&] { data::load_corpus(d); });
+  EXPECT_NE(e.find("corpus files missing"), std::string::npos) << e;
+  EXPECT_NE(e.find("data.prepare"), std::string::npos) << e;
+}
+
+bool have_sword() {
+  return std::system("command -v mod2imp >/dev/null 2>&1") == 0 &&
+         fs::exists("/usr/share/sword/mods.d/spaRV1909eb.conf");
+}
+
+TEST(Bible, DeterministicHeldOutByChapterAndClean) {
+  if (!have_sword()) {
+    if (testing::running_in_ci())
+      FAIL() << "SWORD tools/modules missing: the set-up must install them";
+    GTEST_SKIP() << "mod2imp or the SWORD modules are not installed";
+  }
+  TempDir a, b;
+  data::BibleOptions o;
+  o.out = a.path();
+  const auto stats = data::build_bible_corpus(o);
+  o.out = b.path();
+  data::build_bible_corpus(o);
+  for (const auto& entry : fs::directory_iterator(a.path())) {
+    const auto name = entry.path().filename();
+    EXPECT_EQ(io::read_file(entry.path()), io::read_file(b.path() / name)) << name;
+  }
+  ASSERT_EQ(stats.splits.size(), 3u);
+  // 31,077 verses in all three modules, about 2,100 held out.
+  EXPECT_GE(stats.splits[0].verses, 28000u);
+  EXPECT_GE(stats.common, 31000u);
+  EXPECT_NEAR(static_cast<double>(stats.splits[1].verses), 1000.0, 200.0);
+  EXPECT_NEAR(static_cast<double>(stats.splits[2].verses), 1000.0, 200.0);
+
+  // Whole chapters held out: no chapter in two splits.
+  auto chapters = [&](const char* split) {
+    std::set<std::string> out;
+    for (const auto& key : io::read_lines(a.path() / (std::string(split) + ".ref"))) {
+      out.insert(key.substr(0, key.rfind(':')));
+    }
+    return out;
+  };
+  const auto train = chapters("train"), dev = chapters("dev"), test = chapters("test");
+  for (const auto& c : dev) EXPECT_EQ(train.count(c) + test.count(c), 0u) << c;
+  for (const auto& c : test) EXPECT_EQ(train.count(c), 0u) << c;
+
+  // No markup, no glued words from removed notes, aligned files.
+  for (const char* f : {"train.es", "train.en", "test.en", "test.kjv.en", "dev.es"}) {
+    const auto text = io::read_file(a.path() / f);
+    EXPECT_EQ(text.find('<'), std::string::npos) << f;
+    EXPECT_EQ(text.find("\u00b6"), std::string::npos) << f;
+    EXPECT_EQ(text.find("Godcreated"), std::string::npos) << f;
+  }
+  const auto en = io::read_lines(a.path() / "train.en");
+  EXPECT_EQ(en.at(0), "In the beginning, God created the heavens and the earth.");
+  EXPECT_EQ(io::read_lines(a.path() / "train.es").at(0),
+            "EN el principio crió Dios los cielos y la tierra.");
+  EXPECT_EQ(io::read_lines(a.path() / "test.kjv.en").size(),
+            io::read_lines(a.path() / "test.en").size());
+}
+
+}  // namespace
+}  // namespace headcount

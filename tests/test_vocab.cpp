@@ -1,0 +1,105 @@
+// SentencePiece beside LibTorch in one binary (the crash BUILD.md describes must never return),
+// training, the round trip, and the cache.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <fstream>
+
+#include "headcount/common/check.h"
+#include "headcount/data/vocab.h"
+#include "test_util.h"
+
+namespace headcount {
+namespace {
+
+using testing::TempDir;
+
+void write_corpus(const fs::path& es, const fs::path& en) {
+  const char* es_words[] = {"el",   "perro", "come",  "la",    "casa",  "grande", "niño",
+                            "agua", "día",   "noche", "árbol", "verde", "corre",  "mañana"};
+  const char* en_words[] = {"the", "dog",   "eats", "house", "big",  "child",    "water",
+                            "day", "night", "tree", "green", "runs", "tomorrow", "a"};
+  std::ofstream a(es), b(en);
+  for (int i = 0; i < 400; ++i) {
+    for (int k = 0; k < 6; ++k) a << (k ? " " : "") << es_words[(i + k * 5 + i / 14) % 14];
+    for (int k = 0; k < 6; ++k) b << (k ? " " : "") << en_words[(i + k * 3 + i / 14) % 14];
+    a << "\n";
+    b << "\n";
+  }
+}
+
+TEST(Vocab, SentencePieceAndLibTorchInOneProcess) {
+  // LibTorch's protobuf is initialised by now; SentencePiece trains, loads and encodes too.
+  auto t = torch::ones({2, 2}) * 3;
+  EXPECT_EQ(t.sum().item<float>(), 12.0f);
+  TempDir dir;
+  write_corpus(dir / "train.es", dir / "train.en");
+  VocabConfig c;
+  c.size = 400;  // byte fallback needs 256 pieces for the bytes
+  c.byte_fallback = true;
+  c.cache_dir = (dir / "cache").string();
+  const auto files = data::train_or_load_vocab(c, dir / "train.es", dir / "train.en", 1, 1);
+  EXPECT_TRUE(files.joint);
+  EXPECT_FALSE(files.from_cache);
+  const auto v = data::Vocab::load(files.src_model);
+  EXPECT_LE(v.size(), 400);
+  EXPECT_EQ(v.piece(data::kPadId), "<pad>");
+  EXPECT_EQ(v.piece(data::kEosId), "</s>");
+  for (const std::string s : {"el perro come la casa grande", "the big dog runs tomorrow",
+                              "mañana árbol verde", "unseen Wörter ok ☃"}) {
+    const auto ids = v.encode(s);
+    EXPECT_FALSE(ids.empty());
+    EXPECT_EQ(v.decode(ids), s) << s;
+  }
+  // The ids feed a tensor.
+  const auto ids = v.encode("the dog");
+  auto tensor = torch::tensor(std::vector<int64_t>(ids.begin(), ids.end()));
+  EXPECT_EQ(tensor.size(0), static_cast<int64_t>(ids.size()));
+}
+
+TEST(Vocab, CacheReusedUntilInputsOrOptionsChange) {
+  TempDir dir;
+  write_corpus(dir / "train.es", dir / "train.en");
+  VocabConfig c;
+  c.size = 50;
+  c.byte_fallback = false;
+  c.joint = false;
+  c.model_type = "bpe";
+  c.cache_dir = (dir / "cache").string();
+  const auto first = data::train_or_load_vocab(c, dir / "train.es", dir / "train.en", 1, 1);
+  EXPECT_NE(first.src_model, first.tgt_model);
+  const auto again = data::train_or_load_vocab(c, dir / "train.es", dir / "train.en", 1, 1);
+  EXPECT_TRUE(again.from_cache);
+  EXPECT_EQ(again.src_model, first.src_model);
+  c.size = 55;
+  const auto resized = data::train_or_load_vocab(c, dir / "train.es", dir / "train.en", 1, 1);
+  EXPECT_FALSE(resized.from_cache);
+  EXPECT_NE(resized.src_model.parent_path(), first.src_model.parent_path());
+  std::ofstream(dir / "train.en", std::ios::app) << "a new line\n";
+  c.size = 50;
+  const auto changed = data::train_or_load_vocab(c, dir / "train.es", dir / "train.en", 1, 1);
+  EXPECT_FALSE(changed.from_cache);
+  // Without byte fallback an unseen character is <unk> and cannot come back.
+  const auto unk = data::Vocab::load(first.tgt_model).encode("the ☃");
+  EXPECT_NE(std::find(unk.begin(), unk.end(), data::kUnkId), unk.end());
+  // Separate models see only their own side.
+  const auto es = data::Vocab::load(first.src_model);
+  const auto en = data::Vocab::load(first.tgt_model);
+  EXPECT_EQ(es.decode(es.encode("el perro")), "el perro");
+  EXPECT_EQ(en.decode(en.encode("the dog")), "the dog");
+}
+
+TEST(Vocab, BadModelFileIsAClearError) {
+  TempDir dir;
+  std::ofstream(dir / "junk.model") << "not a model";
+  try {
+    data::Vocab::load(dir / "junk.model");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("not a valid SentencePiece model"), std::string::npos);
+  }
+  EXPECT_THROW(data::Vocab::load(dir / "missing.model"), Error);
+}
+
+}  // namespace
+}  // namespace headcount
