@@ -21,9 +21,10 @@ struct Result {
   std::string out, err;
 };
 
-Result run(const std::string& args) {
+Result run_env(const std::string& env, const std::string& args) {
   TempDir dir;
-  const std::string cmd = fmt::format("{} {} 2>{}", HEADCOUNT_BINARY, args, (dir / "err").string());
+  const std::string cmd =
+      fmt::format("{} {} {} 2>{}", env, HEADCOUNT_BINARY, args, (dir / "err").string());
   FILE* p = popen(cmd.c_str(), "r");
   Result r;
   std::array<char, 4096> buf;
@@ -33,6 +34,10 @@ Result run(const std::string& args) {
   r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   r.err = io::read_file(dir / "err");
   return r;
+}
+
+Result run(const std::string& args) {
+  return run_env("", args);
 }
 
 size_t count_lines(const std::string& s) {
@@ -115,6 +120,25 @@ TEST(Cli, DumpConfigPrintsTheResolvedConfig) {
   const auto v = run("vocab --dump-config --set vocab.model_type=bpe");
   EXPECT_EQ(v.code, 0) << v.err;
   EXPECT_NE(v.out.find("model_type: bpe"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace headcount
+
+namespace headcount {
+namespace {
+
+TEST(Cli, WarnsAboutASlowReferenceBlas) {
+  const std::filesystem::path reference = "/usr/lib/x86_64-linux-gnu/blas/libblas.so.3";
+  if (!std::filesystem::exists(reference))
+    GTEST_SKIP() << "the reference BLAS (libblas3) is not installed";
+  auto r = run("--version");
+  EXPECT_EQ(r.err.find("slow BLAS"), std::string::npos) << r.err;
+  // Force the reference BLAS in front of OpenBLAS, as a machine without OpenBLAS would have it.
+  r = run_env("LD_LIBRARY_PATH=" + reference.parent_path().string(), "--version");
+  EXPECT_EQ(r.code, 0);
+  EXPECT_NE(r.err.find("slow BLAS"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("apt-get install libopenblas0-pthread"), std::string::npos) << r.err;
 }
 
 }  // namespace

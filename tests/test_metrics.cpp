@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <random>
 
 #include <nlohmann/json.hpp>
 
@@ -240,6 +241,61 @@ TEST(Chrf, HandComputedSingleCharacter) {
   EXPECT_DOUBLE_EQ(s.score, 100.0);
   EXPECT_EQ(s.stats[0], (std::vector<double>{2, 2, 2}));
   EXPECT_EQ(s.stats[2], (std::vector<double>{0, 0, 0}));
+}
+
+}  // namespace
+}  // namespace headcount
+
+namespace headcount {
+namespace {
+
+// Random lines over a mix the tokenizers treat differently: ASCII letters, digits, the 13a symbol
+// class, '.', ',', '-', Unicode letters, punctuation (Pd, Ps, Pe, Pi, Pf, Po), symbols (Sc, Sm,
+// So), numbers (No, Nd outside ASCII), and Python whitespace (no-break, ideographic, tab).
+std::vector<std::string> random_lines(int count, unsigned seed) {
+  const std::u32string alphabet =
+      U"abcXYZ0123456789 .,-'\"&;<>/()[]{}!?:@#$%^_`~|+=*\\"
+      U"éñßΣσς中文\u00a0\u3000\t\u2013\u2014\u00ab\u00bb\u201c\u201d\u2019\u00bf\u00a1"
+      U"\u20ac\u00a3\u00b1\u00d7\u2192\u00a9\u00bd\u00b2\u0663\u2160\U0001F600\u0301";
+  std::mt19937 rng(seed);
+  std::vector<std::string> out;
+  for (int i = 0; i < count; ++i) {
+    std::u32string s;
+    const int len = static_cast<int>(rng() % 40);
+    for (int k = 0; k < len; ++k) s.push_back(alphabet[rng() % alphabet.size()]);
+    // Some lines carry the 13a entities and <skipped>.
+    if (i % 7 == 0) s += U" &amp;quot; &lt;b&gt; <skipped> x&quot;y";
+    out.push_back(text::to_utf8(s));
+  }
+  return out;
+}
+
+TEST(Tokenizers, MatchPythonRegexReference) {
+  const bool have_python = std::system("/usr/bin/python3 -c 'import regex' >/dev/null 2>&1") == 0;
+  if (!have_python) {
+    if (testing::running_in_ci()) FAIL() << "python3-regex missing: the set-up must install it";
+    GTEST_SKIP() << "/usr/bin/python3 with the regex module is not available";
+  }
+  testing::TempDir dir;
+  const auto lines = random_lines(3000, 12345);
+  io::write_lines_atomic(dir / "in.txt", lines);
+  const fs::path script = testing::source_dir() / "tests/reference/sacrebleu_tokenizers.py";
+  for (const std::string tok : {"13a", "intl", "char"}) {
+    const std::string cmd = fmt::format("/usr/bin/python3 {} {} < {} > {}", script.string(), tok,
+                                        (dir / "in.txt").string(), (dir / "out.txt").string());
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    const auto expected = io::read_lines(dir / "out.txt", {.allow_empty_file = true});
+    ASSERT_EQ(expected.size(), lines.size()) << tok;
+    int mismatches = 0;
+    for (size_t i = 0; i < lines.size(); ++i) {
+      const std::string got = text::to_utf8(eval::tokenize(tok, text::to_u32(lines[i])));
+      if (got != expected[i] && ++mismatches <= 5) {
+        ADD_FAILURE() << tok << " line " << i << "\n input: " << lines[i] << "\n   got: " << got
+                      << "\nexpect: " << expected[i];
+      }
+    }
+    EXPECT_EQ(mismatches, 0) << tok;
+  }
 }
 
 }  // namespace

@@ -27,7 +27,7 @@ SubwordStats measure(const data::Vocab& v, const std::vector<std::string>& lines
 
 void run(const Config& config) {
   const data::Corpus c = data::load_corpus(config.data);
-  const int threads = config.threads.intra_op > 0 ? config.threads.intra_op : runtime::num_cores();
+  const int threads = runtime::num_cores();  // SentencePiece's trainer, not LibTorch
   const auto files = data::train_or_load_vocab(
       config.vocab, data_path(config.data, config.data.train_src),
       data_path(config.data, config.data.train_tgt), config.seed, threads);

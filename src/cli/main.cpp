@@ -8,6 +8,7 @@
 #include "commands.h"
 #include "headcount/common/check.h"
 #include "headcount/common/log.h"
+#include "headcount/common/runtime.h"
 
 namespace headcount::cli {
 
@@ -38,6 +39,7 @@ int main(int argc, char** argv) {
 
   const bool debug = std::getenv("HEADCOUNT_DEBUG") != nullptr;
   try {
+    runtime::warn_if_slow_blas();
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);

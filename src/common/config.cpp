@@ -166,7 +166,7 @@ const std::vector<Field>& schema() {
       field<int>("threads.inter_op", "int", HC_ACCESS(threads.inter_op), range(1, 1024),
                  "LibTorch inter-op threads"),
       field<int>("threads.blas", "int", HC_ACCESS(threads.blas), range(0, 1024),
-                 "OpenBLAS threads; 0 leaves OpenBLAS's own default (oversubscribes)"),
+                 "OpenBLAS threads; 0 = one per core"),
       field<std::string>("data.prepare", "string", HC_ACCESS(data.prepare),
                          one_of({"bible", "none"}),
                          "bible: build the default Spanish->English corpus into data.dir when "

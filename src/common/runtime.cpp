@@ -22,25 +22,18 @@ namespace {
 // ~60 on one core and ~130 on two.
 constexpr double kSlowGflops = 15.0;
 
-std::string loaded_library_path(const char* name_part) {
-  struct Search {
-    const char* part;
-    std::string found;
-  } search{name_part, ""};
-  dl_iterate_phdr(
-      [](struct dl_phdr_info* info, size_t, void* data) -> int {
-        auto* s = static_cast<Search*>(data);
-        if (info->dlpi_name && std::strstr(info->dlpi_name, s->part)) {
-          s->found = info->dlpi_name;
-          return 1;
-        }
-        return 0;
-      },
-      &search);
-  if (search.found.empty()) return "";
+// The shared object that provides `sgemm_`, i.e. the BLAS LibTorch's matmuls end up in.
+std::string sgemm_provider() {
+  void* sym = dlsym(RTLD_DEFAULT, "sgemm_");
+  Dl_info info;
+  if (!sym || !dladdr(sym, &info) || !info.dli_fname) return "";
   char resolved[PATH_MAX];
-  if (realpath(search.found.c_str(), resolved)) return resolved;
-  return search.found;
+  if (realpath(info.dli_fname, resolved)) return resolved;
+  return info.dli_fname;
+}
+
+bool is_openblas(const std::string& library) {
+  return library.find("openblas") != std::string::npos;
 }
 
 }  // namespace
@@ -52,15 +45,17 @@ int num_cores() {
 
 BlasInfo probe_blas() {
   BlasInfo info;
-  info.library = loaded_library_path("libblas");
-  if (info.library.empty()) info.library = loaded_library_path("openblas");
+  info.library = sgemm_provider();
   using ConfigFn = char* (*)();
-  if (auto fn = reinterpret_cast<ConfigFn>(dlsym(RTLD_DEFAULT, "openblas_get_config"))) {
-    info.vendor = std::string("OpenBLAS ") + fn();
+  const auto config = reinterpret_cast<ConfigFn>(dlsym(RTLD_DEFAULT, "openblas_get_config"));
+  if (is_openblas(info.library)) {
+    info.vendor = config ? std::string("OpenBLAS (") + config() + ")" : "OpenBLAS";
   } else if (info.library.find("/blas/") != std::string::npos) {
     info.vendor = "reference BLAS (netlib)";
+  } else if (info.library.find("mkl") != std::string::npos) {
+    info.vendor = "Intel MKL";
   } else {
-    info.vendor = "unknown";
+    info.vendor = info.library.empty() ? "unknown (no sgemm_ found)" : "unknown";
   }
   torch::NoGradGuard no_grad;
   const int64_t n = 384;
@@ -90,14 +85,17 @@ void apply_threads(const ThreadsConfig& threads) {
     } catch (const c10::Error&) {
     }
   });
-  if (threads.blas > 0) {
-    using SetFn = void (*)(int);
-    if (auto fn = reinterpret_cast<SetFn>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) {
-      fn(threads.blas);
-    }
+  using SetFn = void (*)(int);
+  if (auto fn = reinterpret_cast<SetFn>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) {
+    fn(threads.blas > 0 ? threads.blas : num_cores());
   }
-  static std::once_flag blas_once;
-  std::call_once(blas_once, [] {
+  warn_if_slow_blas();
+}
+
+void warn_if_slow_blas() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    if (is_openblas(sgemm_provider())) return;  // optimised: nothing to time
     const BlasInfo b = probe_blas();
     log::debug("BLAS: {} ({}), {:.1f} GFLOP/s", b.vendor, b.library, b.gflops);
     if (b.slow) {

@@ -16,13 +16,12 @@ namespace headcount {
 namespace fs = std::filesystem;
 
 struct ThreadsConfig {
-  // LibTorch intra-op (OpenMP) threads. 0 means "one per core". Measured on the 2-core machines
-  // (experiments/threads/): 2 intra-op threads with a single-threaded BLAS is fastest; letting
-  // OpenBLAS start its own threads as well oversubscribes the cores.
-  int intra_op = 0;
-  int inter_op = 1;
-  // OpenBLAS threads (set through openblas_set_num_threads at start-up).
-  int blas = 1;
+  // Measured on the 2-core machines (experiments/threads/README.md, `headcount bench threads`):
+  // one LibTorch thread with a 2-thread OpenBLAS trains ~1.35x faster than 2 LibTorch threads
+  // with a 1-thread OpenBLAS, and ~1.7x faster than 2 + 2, which oversubscribes the cores.
+  int intra_op = 1;  // LibTorch intra-op (OpenMP) threads; 0 = one per core
+  int inter_op = 1;  // LibTorch inter-op threads
+  int blas = 0;      // OpenBLAS threads (openblas_set_num_threads); 0 = one per core
 };
 
 struct DataConfig {

@@ -22,6 +22,9 @@ int num_cores();
 void apply_threads(const ThreadsConfig& threads);
 // Identifies the BLAS and times a float matmul (a few tens of milliseconds).
 BlasInfo probe_blas();
+// Warns loudly (once per process) when the BLAS is slow. Free when OpenBLAS is loaded; otherwise
+// it times a small matmul. Every command calls it at start-up.
+void warn_if_slow_blas();
 // "auto" picks CUDA when LibTorch sees a GPU, else the CPU. A CUDA device on a machine without
 // one is an error.
 torch::Device resolve_device(const std::string& name);
