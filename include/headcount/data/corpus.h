@@ -1,0 +1,61 @@
+// Parallel data: validated reading, length filtering, and the corpus a config describes.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "headcount/common/config.h"
+
+namespace headcount::data {
+
+namespace fs = std::filesystem;
+
+struct ParallelText {
+  std::vector<std::string> src;
+  std::vector<std::string> tgt;
+  size_t size() const { return src.size(); }
+};
+
+// Reads two line-aligned UTF-8 files. Errors name the file and the line: a missing or empty file,
+// invalid UTF-8, different line counts (never a silent truncation or a shifted corpus).
+ParallelText read_parallel(const fs::path& src, const fs::path& tgt);
+
+struct FilterReport {
+  size_t total = 0;
+  size_t kept = 0;
+  size_t too_short = 0;  // fewer than min_tokens on a side (empty lines included)
+  size_t too_long = 0;   // more than max_tokens on a side
+  size_t bad_ratio = 0;  // length ratio above max_length_ratio
+  size_t dropped() const { return too_short + too_long + bad_ratio; }
+  std::string summary() const;
+};
+
+// Drops pairs by whitespace-token length (the first failing rule is counted).
+FilterReport filter_by_length(ParallelText& text, int min_tokens, int max_tokens,
+                              double max_length_ratio);
+
+struct Corpus {
+  ParallelText train, dev, test;
+  // All test references: test_tgt first, then data.test_extra_refs.
+  std::vector<std::vector<std::string>> test_refs;
+  FilterReport train_filter;
+};
+
+// Builds the default corpus into data.dir first when data.prepare is "bible" and a file is
+// missing.
+void ensure_corpus(const DataConfig& data);
+Corpus load_corpus(const DataConfig& data);
+
+struct SideStats {
+  size_t lines = 0;
+  size_t tokens = 0;
+  size_t max_tokens = 0;
+  double mean() const { return lines ? static_cast<double>(tokens) / lines : 0.0; }
+  size_t median = 0;
+};
+SideStats side_stats(const std::vector<std::string>& lines);
+// Counts whitespace-separated tokens (Python's split()).
+size_t count_tokens(const std::string& line);
+
+}  // namespace headcount::data

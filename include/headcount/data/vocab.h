@@ -1,0 +1,61 @@
+// SentencePiece vocabularies: trained through the library API, cached by inputs and options.
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "headcount/common/config.h"
+
+namespace sentencepiece {
+class SentencePieceProcessor;
+}
+
+namespace headcount::data {
+
+namespace fs = std::filesystem;
+
+// Fixed special ids, the same in every model headcount trains.
+inline constexpr int kPadId = 0;
+inline constexpr int kUnkId = 1;
+inline constexpr int kBosId = 2;
+inline constexpr int kEosId = 3;
+
+class Vocab {
+ public:
+  static Vocab load(const fs::path& model_file);
+  Vocab(Vocab&&) noexcept;
+  Vocab& operator=(Vocab&&) noexcept;
+  ~Vocab();
+
+  std::vector<int> encode(const std::string& text) const;
+  std::vector<std::string> encode_pieces(const std::string& text) const;
+  std::string decode(const std::vector<int>& ids) const;
+  int size() const;
+  std::string piece(int id) const;
+  const fs::path& path() const { return path_; }
+
+ private:
+  Vocab();
+  std::unique_ptr<sentencepiece::SentencePieceProcessor> sp_;
+  fs::path path_;
+};
+
+struct VocabFiles {
+  fs::path src_model;  // equal to tgt_model when joint
+  fs::path tgt_model;
+  bool joint = true;
+  bool from_cache = false;
+};
+
+// Trains (or reuses from vocab.cache_dir) the model(s) on the training files. The cache key
+// covers the files' contents and every option, so a changed corpus or size retrains.
+VocabFiles train_or_load_vocab(const VocabConfig& config, const fs::path& train_src,
+                               const fs::path& train_tgt, int seed, int threads);
+
+// One model trained on `inputs`, written to `model_prefix`.model/.vocab (low level).
+void train_sentencepiece(const std::vector<fs::path>& inputs, const fs::path& model_prefix,
+                         const VocabConfig& config, int seed, int threads);
+
+}  // namespace headcount::data
