@@ -58,12 +58,63 @@ struct VocabConfig {
   std::string cache_dir = "data/vocab";
 };
 
+struct ModelConfig {
+  int d_model = 256;
+  int ffn_dim = 1024;
+  int encoder_layers = 6;
+  int decoder_layers = 6;
+  int heads = 8;     // per attention layer, before any pruning
+  int head_dim = 0;  // 0 = d_model / heads
+  double dropout = 0.1;
+  double attention_dropout = 0.0;
+  double activation_dropout = 0.0;
+  bool pre_norm = false;       // false: post-norm as Vaswani et al.
+  bool tie_embeddings = true;  // source, target and output share one matrix (joint vocabulary)
+  int max_positions = 1024;
+};
+
+struct TrainConfig {
+  int max_tokens = 4096;  // per batch: sentences x padded length, on the longer side
+  int update_freq = 1;    // gradient accumulation: batches per optimizer step
+  double lr = 7e-4;       // peak learning rate, reached at the end of the warm-up
+  int warmup_steps = 4000;
+  double warmup_init_lr = 1e-7;
+  double adam_beta1 = 0.9;
+  double adam_beta2 = 0.98;
+  double adam_eps = 1e-9;
+  double weight_decay = 0.0;
+  double label_smoothing = 0.1;
+  double clip_norm = 0.0;  // 0: no clipping
+  int max_steps = 100000;
+  int max_epochs = 0;                // 0: no limit
+  int max_len = 256;                 // drop training pairs longer (in subwords) on either side
+  int eval_every = 1000;             // optimizer steps between dev evaluations and checkpoints
+  int eval_beam = 1;                 // 1: greedy decoding for dev BLEU
+  int eval_max_sentences = 0;        // 0: the whole dev set
+  std::string best_metric = "bleu";  // bleu | loss
+  int patience = 10;  // stop after this many evaluations without improvement; 0: never
+  int keep_last = 2;  // step-N checkpoints kept besides last and best
+  int log_every = 100;
+  bool bf16 = false;  // bf16 autocast (CUDA only)
+};
+
+struct DecodeConfig {
+  int beam = 4;
+  double length_penalty = 0.6;  // GNMT alpha
+  double max_len_offset = 10;   // maximum output length = offset + ratio * source length
+  double max_len_ratio = 1.5;
+  int batch_size = 64;  // sentences decoded together
+};
+
 struct Config {
   int seed = 1;
   std::string device = "auto";  // auto | cpu | cuda | cuda:N
   ThreadsConfig threads;
   DataConfig data;
   VocabConfig vocab;
+  ModelConfig model;
+  TrainConfig train;
+  DecodeConfig decode;
 };
 
 // One documented key of the schema.

@@ -1,0 +1,119 @@
+// The encoder-decoder Transformer (Vaswani et al. 2017): sinusoidal positions, embeddings scaled
+// by sqrt(D) and optionally tied between source, target and output, post-norm or pre-norm layers,
+// and every attention layer with its own number of heads (Architecture).
+//
+// Shapes: B batch, S source length, T target length, D model width, V vocabulary.
+#pragma once
+
+#include <torch/nn/module.h>
+#include <torch/nn/modules/embedding.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/modules/normalization.h>
+
+#include <vector>
+
+#include "headcount/common/config.h"
+#include "headcount/model/architecture.h"
+#include "headcount/model/attention.h"
+
+namespace headcount::model {
+
+class EncoderLayerImpl : public torch::nn::Module {
+ public:
+  EncoderLayerImpl(const ModelConfig& c, int64_t heads, int64_t head_dim);
+  // x [B, S, D]; bias [B, 1, 1, S] (padding)
+  torch::Tensor forward(torch::Tensor x, const torch::Tensor& bias);
+  MultiheadAttention self_attn{nullptr};
+  torch::nn::Linear fc1{nullptr}, fc2{nullptr};
+  torch::nn::LayerNorm self_attn_norm{nullptr}, ffn_norm{nullptr};
+
+ private:
+  double dropout_, activation_dropout_;
+  bool pre_norm_;
+};
+TORCH_MODULE(EncoderLayer);
+
+// Per-layer state of incremental decoding.
+struct DecoderLayerCache {
+  KVCache self_attn, cross_attn;
+};
+
+class DecoderLayerImpl : public torch::nn::Module {
+ public:
+  DecoderLayerImpl(const ModelConfig& c, int64_t self_heads, int64_t cross_heads, int64_t head_dim);
+  // x [B, T, D]; memory [B, S, D]; self_bias [T, T] causal (undefined when decoding one step);
+  // cross_bias [B, 1, 1, S]
+  torch::Tensor forward(torch::Tensor x, const torch::Tensor& memory,
+                        const torch::Tensor& self_bias, const torch::Tensor& cross_bias,
+                        DecoderLayerCache* cache = nullptr);
+  MultiheadAttention self_attn{nullptr}, cross_attn{nullptr};
+  torch::nn::Linear fc1{nullptr}, fc2{nullptr};
+  torch::nn::LayerNorm self_attn_norm{nullptr}, cross_attn_norm{nullptr}, ffn_norm{nullptr};
+
+ private:
+  double dropout_, activation_dropout_;
+  bool pre_norm_;
+};
+TORCH_MODULE(DecoderLayer);
+
+// What the decoder needs from the encoder, and the incremental state of a decode.
+struct EncoderOutput {
+  torch::Tensor memory;       // [B, S, D]
+  torch::Tensor bias;         // [B, 1, 1, S], -inf at source padding
+  torch::Tensor src_lengths;  // [B] (without padding)
+};
+struct DecoderState {
+  std::vector<DecoderLayerCache> layers;
+  int64_t steps = 0;  // target positions already decoded
+  // Keeps only rows `index` (beam search reordering): every cache is index_select'ed on dim 0.
+  void reorder(const torch::Tensor& index);
+};
+
+class TransformerImpl : public torch::nn::Module {
+ public:
+  TransformerImpl(const ModelConfig& config, const Architecture& arch, int64_t src_vocab,
+                  int64_t tgt_vocab);
+
+  // src [B, S] (int64, padded with kPadId) -> encoder output
+  EncoderOutput encode(const torch::Tensor& src);
+  // tgt_in [B, T] -> logits [B, T, V]. With `state`, tgt_in holds only the new positions and the
+  // caches grow (incremental decoding).
+  torch::Tensor decode(const torch::Tensor& tgt_in, const EncoderOutput& enc,
+                       DecoderState* state = nullptr);
+  // Teacher-forced logits [B, T, V].
+  torch::Tensor forward(const torch::Tensor& src, const torch::Tensor& tgt_in);
+  DecoderState start_state() const;
+
+  const Architecture& architecture() const { return arch_; }
+  const ModelConfig& config() const { return config_; }
+  // The attention layers of one type, in layer order.
+  std::vector<MultiheadAttention> attention_layers(AttentionType t) const;
+
+  torch::nn::Embedding src_embed{nullptr}, tgt_embed{nullptr};
+  torch::Tensor output_weight;  // [V, D]; the target embedding's weight when tied
+  std::vector<EncoderLayer> encoder_layers;
+  std::vector<DecoderLayer> decoder_layers;
+  torch::nn::LayerNorm encoder_norm{nullptr}, decoder_norm{nullptr};  // pre-norm only
+
+ private:
+  torch::Tensor embed(torch::nn::Embedding& table, const torch::Tensor& tokens, int64_t offset);
+  torch::Tensor positions(int64_t offset, int64_t length, const torch::Device& device);
+  ModelConfig config_;
+  Architecture arch_;
+  torch::Tensor position_table_;  // [max_positions, D], not a parameter
+};
+TORCH_MODULE(Transformer);
+
+// Sinusoidal position encodings [length, dim]: sin at even, cos at odd features.
+torch::Tensor sinusoidal_positions(int64_t length, int64_t dim);
+// Additive causal mask [T, T]: 0 on and below the diagonal, -inf above.
+torch::Tensor causal_bias(int64_t length, const torch::Device& device);
+
+// Parameters as a flat name -> tensor map (what checkpoints store), and back. Loading checks
+// names and shapes and names any mismatch.
+std::vector<std::pair<std::string, torch::Tensor>> named_weights(const torch::nn::Module& m);
+void load_weights(torch::nn::Module& m,
+                  const std::vector<std::pair<std::string, torch::Tensor>>& weights,
+                  const std::string& origin);
+
+}  // namespace headcount::model

@@ -1,0 +1,107 @@
+#include "headcount/model/architecture.h"
+
+#include <numeric>
+
+#include "headcount/common/check.h"
+
+namespace headcount::model {
+
+const char* attention_name(AttentionType t) {
+  switch (t) {
+    case AttentionType::kEncSelf:
+      return "enc_self";
+    case AttentionType::kDecSelf:
+      return "dec_self";
+    case AttentionType::kEncDec:
+      return "enc_dec";
+  }
+  return "?";
+}
+
+AttentionType attention_from_name(const std::string& name) {
+  for (auto t : kAttentionTypes) {
+    if (name == attention_name(t)) return t;
+  }
+  HC_FAIL("unknown attention type '{}': expected enc_self, dec_self or enc_dec", name);
+}
+
+Architecture Architecture::uniform(const ModelConfig& m) {
+  Architecture a;
+  a.head_dim = m.head_dim > 0 ? m.head_dim : m.d_model / m.heads;
+  a.enc_self.assign(m.encoder_layers, m.heads);
+  a.dec_self.assign(m.decoder_layers, m.heads);
+  a.enc_dec.assign(m.decoder_layers, m.heads);
+  return a;
+}
+
+std::vector<int64_t>& Architecture::heads(AttentionType t) {
+  return t == AttentionType::kEncSelf   ? enc_self
+         : t == AttentionType::kDecSelf ? dec_self
+                                        : enc_dec;
+}
+const std::vector<int64_t>& Architecture::heads(AttentionType t) const {
+  return t == AttentionType::kEncSelf   ? enc_self
+         : t == AttentionType::kDecSelf ? dec_self
+                                        : enc_dec;
+}
+
+int64_t Architecture::total(AttentionType t) const {
+  const auto& h = heads(t);
+  return std::accumulate(h.begin(), h.end(), int64_t{0});
+}
+int64_t Architecture::total() const {
+  return total(AttentionType::kEncSelf) + total(AttentionType::kDecSelf) +
+         total(AttentionType::kEncDec);
+}
+
+std::string Architecture::summary() const {
+  return fmt::format("{}/{}/{}", total(AttentionType::kEncSelf), total(AttentionType::kDecSelf),
+                     total(AttentionType::kEncDec));
+}
+
+bool Architecture::operator==(const Architecture& o) const {
+  return enc_self == o.enc_self && dec_self == o.dec_self && enc_dec == o.enc_dec &&
+         head_dim == o.head_dim;
+}
+
+nlohmann::json Architecture::to_json() const {
+  return {{"head_dim", head_dim},
+          {"enc_self", enc_self},
+          {"dec_self", dec_self},
+          {"enc_dec", enc_dec},
+          {"heads_e_d_de", summary()}};
+}
+
+Architecture Architecture::from_json(const nlohmann::json& j) {
+  Architecture a;
+  try {
+    a.head_dim = j.at("head_dim").get<int64_t>();
+    a.enc_self = j.at("enc_self").get<std::vector<int64_t>>();
+    a.dec_self = j.at("dec_self").get<std::vector<int64_t>>();
+    a.enc_dec = j.at("enc_dec").get<std::vector<int64_t>>();
+  } catch (const nlohmann::json::exception& e) {
+    HC_FAIL("invalid architecture description: {}", e.what());
+  }
+  HC_CHECK(a.head_dim > 0, "invalid architecture: head_dim {}", a.head_dim);
+  for (auto t : kAttentionTypes) {
+    for (auto h : a.heads(t)) HC_CHECK(h >= 0, "invalid architecture: {} heads", h);
+  }
+  return a;
+}
+
+void Architecture::check_against(const ModelConfig& m) const {
+  HC_CHECK(static_cast<int>(enc_self.size()) == m.encoder_layers &&
+               static_cast<int>(dec_self.size()) == m.decoder_layers &&
+               static_cast<int>(enc_dec.size()) == m.decoder_layers,
+           "architecture has {} encoder and {} decoder layers, the model config {} and {}",
+           enc_self.size(), dec_self.size(), m.encoder_layers, m.decoder_layers);
+  for (auto t : kAttentionTypes) {
+    for (auto h : heads(t)) {
+      HC_CHECK(h <= m.heads || m.heads == 0,
+               "architecture has {} heads in a {} layer, more than model.heads ({})", h,
+               attention_name(t), m.heads);
+    }
+  }
+}
+
+}  // namespace headcount::model

@@ -1,0 +1,92 @@
+#include "headcount/model/attention.h"
+
+#include <torch/nn/functional.h>
+#include <torch/nn/init.h>
+
+#include <cmath>
+
+namespace headcount::model {
+
+MultiheadAttentionImpl::MultiheadAttentionImpl(int64_t d_model, int64_t num_heads, int64_t head_dim,
+                                               double dropout, bool self_attention)
+    : d_model_(d_model),
+      num_heads_(num_heads),
+      head_dim_(head_dim),
+      dropout_(dropout),
+      self_attention_(self_attention) {
+  const int64_t inner = num_heads * head_dim;
+  if (num_heads > 0) {
+    // Xavier-uniform as PyTorch's MultiheadAttention, zero biases.
+    in_proj_weight = register_parameter("in_proj_weight", torch::empty({3 * inner, d_model}));
+    in_proj_bias = register_parameter("in_proj_bias", torch::zeros({3 * inner}));
+    out_proj_weight = register_parameter("out_proj_weight", torch::empty({d_model, inner}));
+    torch::nn::init::xavier_uniform_(in_proj_weight);
+    const double bound = 1.0 / std::sqrt(static_cast<double>(inner));
+    torch::nn::init::uniform_(out_proj_weight, -bound, bound);
+  }
+  // Kept even without heads: the layer still adds it to the residual stream.
+  out_proj_bias = register_parameter("out_proj_bias", torch::zeros({d_model}));
+}
+
+torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& query,
+                                              const torch::Tensor& memory,
+                                              const torch::Tensor& bias, KVCache* cache) {
+  const int64_t B = query.size(0), T = query.size(1);
+  if (num_heads_ == 0) {
+    last_weights_ = torch::Tensor();
+    last_head_outputs_ = torch::Tensor();
+    return out_proj_bias.expand({B, T, d_model_});  // [B, T, D]
+  }
+  const int64_t H = num_heads_, Dh = head_dim_, HD = H * Dh;
+  torch::Tensor q, k, v;
+  if (self_attention_) {
+    auto qkv = torch::linear(query, in_proj_weight, in_proj_bias).split(HD, -1);  // 3 x [B, T, HD]
+    q = qkv[0];
+    k = qkv[1].view({B, T, H, Dh}).transpose(1, 2);  // [B, H, T, Dh]
+    v = qkv[2].view({B, T, H, Dh}).transpose(1, 2);
+    if (cache) {
+      if (cache->k.defined()) {
+        k = torch::cat({cache->k, k}, 2);  // [B, H, S_prev + T, Dh]
+        v = torch::cat({cache->v, v}, 2);
+      }
+      cache->k = k;
+      cache->v = v;
+    }
+  } else {
+    q = torch::linear(query, in_proj_weight.narrow(0, 0, HD), in_proj_bias.narrow(0, 0, HD));
+    if (cache && cache->k.defined()) {
+      k = cache->k;
+      v = cache->v;
+    } else {
+      const int64_t S = memory.size(1);
+      auto kv = torch::linear(memory, in_proj_weight.narrow(0, HD, 2 * HD),
+                              in_proj_bias.narrow(0, HD, 2 * HD))
+                    .split(HD, -1);                   // 2 x [B, S, HD]
+      k = kv[0].view({B, S, H, Dh}).transpose(1, 2);  // [B, H, S, Dh]
+      v = kv[1].view({B, S, H, Dh}).transpose(1, 2);
+      if (cache) {
+        cache->k = k;
+        cache->v = v;
+      }
+    }
+  }
+  q = q.view({B, T, H, Dh}).transpose(1, 2);  // [B, H, T, Dh]
+  const double scale = 1.0 / std::sqrt(static_cast<double>(Dh));
+  auto scores = torch::matmul(q * scale, k.transpose(-2, -1));  // [B, H, T, S]
+  if (bias.defined()) scores = scores + bias;
+  auto weights = torch::softmax(scores, -1);  // [B, H, T, S]
+  if (record_) last_weights_ = weights.detach();
+  if (dropout_ > 0 && is_training()) weights = torch::dropout(weights, dropout_, true);
+  auto heads = torch::matmul(weights, v);  // [B, H, T, Dh]
+  if (head_scale_.defined()) {
+    // [H] -> [1, H, 1, 1]; [B, H] -> [B, H, 1, 1]
+    auto s =
+        head_scale_.dim() == 1 ? head_scale_.view({1, H, 1, 1}) : head_scale_.view({B, H, 1, 1});
+    heads = heads * s;
+  }
+  if (record_) last_head_outputs_ = heads.detach();
+  auto merged = heads.transpose(1, 2).reshape({B, T, HD});       // [B, T, H*Dh]
+  return torch::linear(merged, out_proj_weight, out_proj_bias);  // [B, T, D]
+}
+
+}  // namespace headcount::model

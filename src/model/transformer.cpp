@@ -1,0 +1,261 @@
+#include "headcount/model/transformer.h"
+
+#include <torch/nn/functional.h>
+#include <torch/nn/init.h>
+
+#include <cmath>
+#include <map>
+
+#include "headcount/common/check.h"
+#include "headcount/data/vocab.h"
+
+namespace headcount::model {
+
+namespace F = torch::nn::functional;
+
+torch::Tensor sinusoidal_positions(int64_t length, int64_t dim) {
+  auto pos = torch::arange(length, torch::kFloat64).unsqueeze(1);        // [L, 1]
+  auto i = torch::arange(0, dim, 2, torch::kFloat64);                    // [dim/2]
+  auto angle = pos / torch::pow(10000.0, i / static_cast<double>(dim));  // [L, dim/2]
+  auto table = torch::zeros({length, dim}, torch::kFloat64);
+  table.index_put_({torch::indexing::Slice(), torch::indexing::Slice(0, dim, 2)},
+                   torch::sin(angle));
+  table.index_put_({torch::indexing::Slice(), torch::indexing::Slice(1, dim, 2)},
+                   torch::cos(angle).narrow(1, 0, dim / 2));
+  return table.to(torch::kFloat32);
+}
+
+torch::Tensor causal_bias(int64_t length, const torch::Device& device) {
+  auto full = torch::full({length, length}, -std::numeric_limits<float>::infinity(),
+                          torch::TensorOptions().device(device));
+  return torch::triu(full, 1);  // [T, T]
+}
+
+// ---------------------------------------------------------------------------------------------
+
+EncoderLayerImpl::EncoderLayerImpl(const ModelConfig& c, int64_t heads, int64_t head_dim)
+    : dropout_(c.dropout), activation_dropout_(c.activation_dropout), pre_norm_(c.pre_norm) {
+  self_attn = register_module(
+      "self_attn", MultiheadAttention(c.d_model, heads, head_dim, c.attention_dropout, true));
+  fc1 = register_module("fc1", torch::nn::Linear(c.d_model, c.ffn_dim));
+  fc2 = register_module("fc2", torch::nn::Linear(c.ffn_dim, c.d_model));
+  self_attn_norm = register_module("self_attn_norm",
+                                   torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.d_model})));
+  ffn_norm =
+      register_module("ffn_norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.d_model})));
+}
+
+torch::Tensor EncoderLayerImpl::forward(torch::Tensor x, const torch::Tensor& bias) {
+  const bool train = is_training();
+  // Self-attention sublayer.
+  auto h = pre_norm_ ? self_attn_norm(x) : x;
+  h = self_attn->forward(h, h, bias);
+  x = x + F::dropout(h, F::DropoutFuncOptions().p(dropout_).training(train));
+  if (!pre_norm_) x = self_attn_norm(x);
+  // Feed-forward sublayer.
+  h = pre_norm_ ? ffn_norm(x) : x;
+  h = torch::relu(fc1(h));
+  if (activation_dropout_ > 0)
+    h = F::dropout(h, F::DropoutFuncOptions().p(activation_dropout_).training(train));
+  h = fc2(h);
+  x = x + F::dropout(h, F::DropoutFuncOptions().p(dropout_).training(train));
+  if (!pre_norm_) x = ffn_norm(x);
+  return x;  // [B, S, D]
+}
+
+DecoderLayerImpl::DecoderLayerImpl(const ModelConfig& c, int64_t self_heads, int64_t cross_heads,
+                                   int64_t head_dim)
+    : dropout_(c.dropout), activation_dropout_(c.activation_dropout), pre_norm_(c.pre_norm) {
+  self_attn = register_module(
+      "self_attn", MultiheadAttention(c.d_model, self_heads, head_dim, c.attention_dropout, true));
+  cross_attn = register_module("cross_attn", MultiheadAttention(c.d_model, cross_heads, head_dim,
+                                                                c.attention_dropout, false));
+  fc1 = register_module("fc1", torch::nn::Linear(c.d_model, c.ffn_dim));
+  fc2 = register_module("fc2", torch::nn::Linear(c.ffn_dim, c.d_model));
+  auto ln = [&] { return torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.d_model})); };
+  self_attn_norm = register_module("self_attn_norm", ln());
+  cross_attn_norm = register_module("cross_attn_norm", ln());
+  ffn_norm = register_module("ffn_norm", ln());
+}
+
+torch::Tensor DecoderLayerImpl::forward(torch::Tensor x, const torch::Tensor& memory,
+                                        const torch::Tensor& self_bias,
+                                        const torch::Tensor& cross_bias, DecoderLayerCache* cache) {
+  const bool train = is_training();
+  auto drop = [&](const torch::Tensor& t) {
+    return F::dropout(t, F::DropoutFuncOptions().p(dropout_).training(train));
+  };
+  auto h = pre_norm_ ? self_attn_norm(x) : x;
+  h = self_attn->forward(h, h, self_bias, cache ? &cache->self_attn : nullptr);
+  x = x + drop(h);
+  if (!pre_norm_) x = self_attn_norm(x);
+
+  h = pre_norm_ ? cross_attn_norm(x) : x;
+  h = cross_attn->forward(h, memory, cross_bias, cache ? &cache->cross_attn : nullptr);
+  x = x + drop(h);
+  if (!pre_norm_) x = cross_attn_norm(x);
+
+  h = pre_norm_ ? ffn_norm(x) : x;
+  h = torch::relu(fc1(h));
+  if (activation_dropout_ > 0)
+    h = F::dropout(h, F::DropoutFuncOptions().p(activation_dropout_).training(train));
+  x = x + drop(fc2(h));
+  if (!pre_norm_) x = ffn_norm(x);
+  return x;  // [B, T, D]
+}
+
+void DecoderState::reorder(const torch::Tensor& index) {
+  for (auto& l : layers) {
+    for (KVCache* c : {&l.self_attn, &l.cross_attn}) {
+      if (c->k.defined()) {
+        c->k = c->k.index_select(0, index);
+        c->v = c->v.index_select(0, index);
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+TransformerImpl::TransformerImpl(const ModelConfig& c, const Architecture& arch, int64_t src_vocab,
+                                 int64_t tgt_vocab)
+    : config_(c), arch_(arch) {
+  arch.check_against(c);
+  HC_CHECK(!c.tie_embeddings || src_vocab == tgt_vocab,
+           "tied embeddings need one vocabulary, got {} source and {} target pieces", src_vocab,
+           tgt_vocab);
+  const double emb_std = std::pow(static_cast<double>(c.d_model), -0.5);
+  auto make_embedding = [&](int64_t vocab) {
+    auto e = torch::nn::Embedding(
+        torch::nn::EmbeddingOptions(vocab, c.d_model).padding_idx(data::kPadId));
+    torch::NoGradGuard no_grad;
+    torch::nn::init::normal_(e->weight, 0.0, emb_std);
+    e->weight[data::kPadId].zero_();
+    return e;
+  };
+  src_embed = register_module("src_embed", make_embedding(src_vocab));
+  if (c.tie_embeddings) {
+    tgt_embed = src_embed;
+    output_weight = src_embed->weight;
+  } else {
+    tgt_embed = register_module("tgt_embed", make_embedding(tgt_vocab));
+    output_weight = register_parameter("output_projection_weight",
+                                       torch::randn({tgt_vocab, c.d_model}) * emb_std);
+  }
+  // Parameter names: encoder.{i}.self_attn.in_proj_weight, decoder.{i}.cross_attn..., etc.
+  auto encoder = register_module("encoder", torch::nn::ModuleList());
+  for (int i = 0; i < c.encoder_layers; ++i) {
+    encoder_layers.push_back(EncoderLayer(c, arch.enc_self[i], arch.head_dim));
+    encoder->push_back(encoder_layers.back());
+  }
+  auto decoder = register_module("decoder", torch::nn::ModuleList());
+  for (int i = 0; i < c.decoder_layers; ++i) {
+    decoder_layers.push_back(DecoderLayer(c, arch.dec_self[i], arch.enc_dec[i], arch.head_dim));
+    decoder->push_back(decoder_layers.back());
+  }
+  if (c.pre_norm) {
+    encoder_norm = register_module("encoder_norm",
+                                   torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.d_model})));
+    decoder_norm = register_module("decoder_norm",
+                                   torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.d_model})));
+  }
+  position_table_ = sinusoidal_positions(c.max_positions, c.d_model);
+}
+
+torch::Tensor TransformerImpl::positions(int64_t offset, int64_t length,
+                                         const torch::Device& device) {
+  HC_CHECK(offset + length <= config_.max_positions,
+           "sequence of {} positions is longer than model.max_positions ({})", offset + length,
+           config_.max_positions);
+  if (position_table_.device() != device) position_table_ = position_table_.to(device);
+  return position_table_.narrow(0, offset, length);  // [L, D]
+}
+
+torch::Tensor TransformerImpl::embed(torch::nn::Embedding& table, const torch::Tensor& tokens,
+                                     int64_t offset) {
+  auto x = table(tokens) * std::sqrt(static_cast<double>(config_.d_model));  // [B, L, D]
+  x = x + positions(offset, tokens.size(1), tokens.device());
+  return F::dropout(x, F::DropoutFuncOptions().p(config_.dropout).training(is_training()));
+}
+
+EncoderOutput TransformerImpl::encode(const torch::Tensor& src) {
+  EncoderOutput out;
+  auto pad = src.eq(data::kPadId);  // [B, S]
+  out.src_lengths = src.size(1) - pad.sum(1);
+  out.bias = torch::zeros(pad.sizes(), torch::TensorOptions().device(src.device()))
+                 .masked_fill(pad, -std::numeric_limits<float>::infinity())
+                 .view({src.size(0), 1, 1, src.size(1)});  // [B, 1, 1, S]
+  auto x = embed(src_embed, src, 0);
+  for (auto& layer : encoder_layers) x = layer->forward(x, out.bias);
+  if (config_.pre_norm) x = encoder_norm(x);
+  out.memory = x;
+  return out;
+}
+
+DecoderState TransformerImpl::start_state() const {
+  DecoderState s;
+  s.layers.resize(decoder_layers.size());
+  return s;
+}
+
+torch::Tensor TransformerImpl::decode(const torch::Tensor& tgt_in, const EncoderOutput& enc,
+                                      DecoderState* state) {
+  const int64_t offset = state ? state->steps : 0;
+  const int64_t T = tgt_in.size(1);
+  auto x = embed(tgt_embed, tgt_in, offset);
+  // One new position attends to every cached one: no mask needed.
+  torch::Tensor self_bias = (state && T == 1) ? torch::Tensor() : causal_bias(T, tgt_in.device());
+  HC_CHECK(!state || offset == 0 || T == 1, "incremental decoding takes one position at a time");
+  for (size_t i = 0; i < decoder_layers.size(); ++i) {
+    x = decoder_layers[i]->forward(x, enc.memory, self_bias, enc.bias,
+                                   state ? &state->layers[i] : nullptr);
+  }
+  if (config_.pre_norm) x = decoder_norm(x);
+  if (state) state->steps += T;
+  return torch::linear(x, output_weight);  // [B, T, V]
+}
+
+torch::Tensor TransformerImpl::forward(const torch::Tensor& src, const torch::Tensor& tgt_in) {
+  return decode(tgt_in, encode(src));
+}
+
+std::vector<MultiheadAttention> TransformerImpl::attention_layers(AttentionType t) const {
+  std::vector<MultiheadAttention> out;
+  if (t == AttentionType::kEncSelf) {
+    for (const auto& l : encoder_layers) out.push_back(l->self_attn);
+  } else {
+    for (const auto& l : decoder_layers) {
+      out.push_back(t == AttentionType::kDecSelf ? l->self_attn : l->cross_attn);
+    }
+  }
+  return out;
+}
+
+std::vector<std::pair<std::string, torch::Tensor>> named_weights(const torch::nn::Module& m) {
+  std::vector<std::pair<std::string, torch::Tensor>> out;
+  for (const auto& item : m.named_parameters(true)) out.emplace_back(item.key(), item.value());
+  return out;
+}
+
+void load_weights(torch::nn::Module& m,
+                  const std::vector<std::pair<std::string, torch::Tensor>>& weights,
+                  const std::string& origin) {
+  std::map<std::string, torch::Tensor> given(weights.begin(), weights.end());
+  torch::NoGradGuard no_grad;
+  for (auto& item : m.named_parameters(true)) {
+    const auto it = given.find(item.key());
+    HC_CHECK(it != given.end(), "{}: no weight '{}' (a checkpoint of another architecture?)",
+             origin, item.key());
+    HC_CHECK(it->second.sizes() == item.value().sizes(),
+             "{}: weight '{}' has shape {} but the model expects {} (a checkpoint of another "
+             "architecture?)",
+             origin, item.key(), fmt::format("{}", fmt::join(it->second.sizes(), "x")),
+             fmt::format("{}", fmt::join(item.value().sizes(), "x")));
+    item.value().copy_(it->second);
+    given.erase(it);
+  }
+  HC_CHECK(given.empty(), "{}: unexpected weight '{}' (a checkpoint of another architecture?)",
+           origin, given.empty() ? "" : given.begin()->first);
+}
+
+}  // namespace headcount::model

@@ -1,0 +1,222 @@
+// headcount's attention and Transformer against LibTorch's own modules and against themselves
+// (incremental decoding, zero-head layers, head scales).
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "headcount/common/check.h"
+#include "headcount/data/vocab.h"
+#include "headcount/model/attention.h"
+#include "headcount/model/transformer.h"
+
+namespace headcount {
+namespace {
+
+using model::MultiheadAttention;
+
+constexpr int64_t B = 3, T = 5, S = 7, D = 16, H = 4;
+
+// Copies headcount's attention weights into LibTorch's MultiheadAttention.
+torch::nn::MultiheadAttention reference_from(const MultiheadAttention& mine) {
+  torch::nn::MultiheadAttention ref(torch::nn::MultiheadAttentionOptions(D, H));
+  torch::NoGradGuard g;
+  ref->in_proj_weight.copy_(mine->in_proj_weight);
+  ref->in_proj_bias.copy_(mine->in_proj_bias);
+  ref->out_proj->weight.copy_(mine->out_proj_weight);
+  ref->out_proj->bias.copy_(mine->out_proj_bias);
+  return ref;
+}
+
+void randomize(MultiheadAttention& m) {
+  torch::NoGradGuard g;
+  for (auto& p : m->parameters()) p.normal_(0, 0.3);
+}
+
+TEST(Attention, MatchesLibTorchSelfAttentionWithPaddingAndCausalMask) {
+  torch::manual_seed(0);
+  MultiheadAttention mine(D, H, D / H, 0.0, true);
+  randomize(mine);
+  auto ref = reference_from(mine);
+  auto x = torch::randn({B, T, D}, torch::requires_grad());
+  auto x_ref = x.detach().clone().requires_grad_(true);
+  auto pad = torch::zeros({B, T}, torch::kBool);
+  pad[1][4] = true;  // sentence 1 has 4 tokens, sentence 2 has 3
+  pad[2][3] = true;
+  pad[2][4] = true;
+  auto causal = model::causal_bias(T, torch::kCPU);
+  auto bias = causal.view({1, 1, T, T}) +
+              torch::zeros({B, T}).masked_fill(pad, -INFINITY).view({B, 1, 1, T});
+  auto out = mine->forward(x, x, bias);  // [B, T, D]
+  auto xt = x_ref.transpose(0, 1);       // LibTorch wants [T, B, D]
+  auto ref_out = std::get<0>(ref->forward(xt, xt, xt, pad, false, causal)).transpose(0, 1);
+  EXPECT_TRUE(torch::allclose(out, ref_out, 1e-5, 1e-5)) << (out - ref_out).abs().max();
+  // Gradients with respect to the input and every weight.
+  auto w = torch::randn({B, T, D});
+  (out * w).sum().backward();
+  (ref_out * w).sum().backward();
+  EXPECT_TRUE(torch::allclose(x.grad(), x_ref.grad(), 1e-4, 1e-5));
+  EXPECT_TRUE(torch::allclose(mine->in_proj_weight.grad(), ref->in_proj_weight.grad(), 1e-4, 1e-5));
+  EXPECT_TRUE(torch::allclose(mine->in_proj_bias.grad(), ref->in_proj_bias.grad(), 1e-4, 1e-5));
+  EXPECT_TRUE(
+      torch::allclose(mine->out_proj_weight.grad(), ref->out_proj->weight.grad(), 1e-4, 1e-5));
+  EXPECT_TRUE(torch::allclose(mine->out_proj_bias.grad(), ref->out_proj->bias.grad(), 1e-4, 1e-5));
+}
+
+TEST(Attention, MatchesLibTorchCrossAttention) {
+  torch::manual_seed(1);
+  MultiheadAttention mine(D, H, D / H, 0.0, false);
+  randomize(mine);
+  auto ref = reference_from(mine);
+  auto q = torch::randn({B, T, D});
+  auto mem = torch::randn({B, S, D});
+  auto pad = torch::zeros({B, S}, torch::kBool);
+  pad[0][6] = true;
+  pad[2][5] = true;
+  pad[2][6] = true;
+  auto bias = torch::zeros({B, S}).masked_fill(pad, -INFINITY).view({B, 1, 1, S});
+  mine->set_record(true);
+  auto out = mine->forward(q, mem, bias);
+  auto memt = mem.transpose(0, 1);
+  auto [ref_out, ref_w] = ref->forward(q.transpose(0, 1), memt, memt, pad, true);
+  EXPECT_TRUE(torch::allclose(out, ref_out.transpose(0, 1), 1e-5, 1e-5));
+  // LibTorch returns the weights averaged over heads.
+  EXPECT_TRUE(torch::allclose(mine->last_weights().mean(1), ref_w, 1e-5, 1e-6));
+  // No attention goes to padding.
+  EXPECT_EQ(mine->last_weights()[2].narrow(-1, 5, 2).abs().max().item<float>(), 0.0f);
+}
+
+TEST(Attention, HeadScaleActsOnHeadOutputsBeforeTheProjection) {
+  torch::manual_seed(2);
+  MultiheadAttention m(D, H, D / H, 0.0, true);
+  randomize(m);
+  auto x = torch::randn({B, T, D});
+  // Switching head 1 off equals zeroing its columns of the output projection.
+  m->set_head_scale(torch::tensor({1.0f, 0.0f, 1.0f, 1.0f}));
+  auto scaled = m->forward(x, x, {});
+  m->set_head_scale({});
+  {
+    torch::NoGradGuard g;
+    m->out_proj_weight.narrow(1, 1 * (D / H), D / H).zero_();
+  }
+  auto zeroed = m->forward(x, x, {});
+  EXPECT_TRUE(torch::allclose(scaled, zeroed, 1e-5, 1e-6));
+  // A per-example scale [B, H] and its gradient (Michel et al.'s importance is |dL/dscale|).
+  auto xi = torch::ones({B, H}, torch::requires_grad());
+  m->set_head_scale(xi);
+  m->forward(x, x, {}).sum().backward();
+  EXPECT_EQ(xi.grad().sizes(), (std::vector<int64_t>{B, H}));
+  EXPECT_EQ(xi.grad().select(1, 1).abs().sum().item<float>(), 0.0f);  // its W_o columns are 0
+  EXPECT_GT(xi.grad().select(1, 0).abs().sum().item<float>(), 0.0f);
+}
+
+TEST(Attention, ZeroHeadsStillAddsTheOutputBias) {
+  MultiheadAttention m(D, 0, 4, 0.0, true);
+  EXPECT_EQ(m->parameters().size(), 1u);  // only out_proj_bias: no zero-width weights
+  {
+    torch::NoGradGuard g;
+    m->out_proj_bias.fill_(0.5);
+  }
+  auto out = m->forward(torch::randn({B, T, D}), {}, {});
+  EXPECT_EQ(out.sizes(), (std::vector<int64_t>{B, T, D}));
+  EXPECT_TRUE(torch::allclose(out, torch::full({B, T, D}, 0.5f)));
+}
+
+TEST(Attention, IncrementalSelfAttentionEqualsCausalFullPass) {
+  torch::manual_seed(3);
+  MultiheadAttention m(D, H, D / H, 0.0, true);
+  randomize(m);
+  auto x = torch::randn({B, T, D});
+  auto full = m->forward(x, x, model::causal_bias(T, torch::kCPU));
+  model::KVCache cache;
+  std::vector<torch::Tensor> steps;
+  for (int64_t t = 0; t < T; ++t) {
+    auto xt = x.narrow(1, t, 1);
+    steps.push_back(m->forward(xt, xt, {}, &cache));
+  }
+  EXPECT_TRUE(torch::allclose(full, torch::cat(steps, 1), 1e-5, 1e-6));
+}
+
+ModelConfig tiny_config() {
+  ModelConfig c;
+  c.d_model = 16;
+  c.ffn_dim = 32;
+  c.encoder_layers = 2;
+  c.decoder_layers = 2;
+  c.heads = 4;
+  c.dropout = 0.0;
+  return c;
+}
+
+TEST(Transformer, IncrementalDecodingEqualsTeacherForcing) {
+  torch::manual_seed(4);
+  for (bool pre_norm : {false, true}) {
+    auto c = tiny_config();
+    c.pre_norm = pre_norm;
+    model::Transformer m(c, model::Architecture::uniform(c), 20, 20);
+    m->eval();
+    auto src = torch::randint(4, 20, {B, S});
+    src[1][6] = data::kPadId;
+    auto tgt = torch::randint(4, 20, {B, T});
+    auto full = m->forward(src, tgt);  // [B, T, V]
+    auto enc = m->encode(src);
+    auto state = m->start_state();
+    std::vector<torch::Tensor> steps;
+    for (int64_t t = 0; t < T; ++t) steps.push_back(m->decode(tgt.narrow(1, t, 1), enc, &state));
+    EXPECT_TRUE(torch::allclose(full, torch::cat(steps, 1), 1e-4, 1e-5)) << "pre_norm " << pre_norm;
+    // Future target tokens do not change earlier logits.
+    auto changed = tgt.clone();
+    changed[0][4] = 5;
+    auto other = m->forward(src, changed);
+    EXPECT_TRUE(torch::allclose(full.narrow(1, 0, 4), other.narrow(1, 0, 4), 1e-5, 1e-6));
+  }
+}
+
+TEST(Transformer, PrunedArchitecturesAndTiedEmbeddings) {
+  auto c = tiny_config();
+  model::Architecture a = model::Architecture::uniform(c);
+  a.enc_self = {3, 0};
+  a.dec_self = {4, 1};
+  a.enc_dec = {0, 2};
+  model::Transformer m(c, a, 20, 20);
+  EXPECT_EQ(a.summary(), "3/5/2");
+  EXPECT_EQ(m->encoder_layers[0]->self_attn->in_proj_weight.sizes(),
+            (std::vector<int64_t>{3 * 3 * 4, 16}));
+  EXPECT_EQ(m->attention_layers(model::AttentionType::kEncDec)[0]->num_heads(), 0);
+  auto logits = m->forward(torch::randint(4, 20, {2, 6}), torch::randint(4, 20, {2, 4}));
+  EXPECT_EQ(logits.sizes(), (std::vector<int64_t>{2, 4, 20}));
+  EXPECT_TRUE(torch::isfinite(logits).all().item<bool>());
+  // Tied: one matrix for source, target and output.
+  EXPECT_TRUE(m->output_weight.is_same(m->src_embed->weight));
+  EXPECT_TRUE(m->tgt_embed->weight.is_same(m->src_embed->weight));
+  // Names are stable and readable.
+  bool found = false;
+  for (const auto& [name, t] : model::named_weights(*m)) {
+    found = found || name == "decoder.1.cross_attn.in_proj_weight";
+  }
+  EXPECT_TRUE(found);
+}
+
+TEST(Transformer, LoadWeightsRejectsAnotherArchitecture) {
+  auto c = tiny_config();
+  model::Transformer full(c, model::Architecture::uniform(c), 20, 20);
+  auto a = model::Architecture::uniform(c);
+  a.enc_self = {2, 4};
+  model::Transformer pruned(c, a, 20, 20);
+  try {
+    model::load_weights(*pruned, model::named_weights(*full), "ckpt");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("encoder.0.self_attn.in_proj_weight"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(Transformer, SinusoidalPositionsByFormula) {
+  auto p = model::sinusoidal_positions(50, 8);
+  EXPECT_NEAR(p[7][0].item<float>(), std::sin(7.0), 1e-6);
+  EXPECT_NEAR(p[7][1].item<float>(), std::cos(7.0), 1e-6);
+  EXPECT_NEAR(p[7][4].item<float>(), std::sin(7.0 / std::pow(10000.0, 4.0 / 8)), 1e-6);
+  EXPECT_NEAR(p[7][5].item<float>(), std::cos(7.0 / std::pow(10000.0, 4.0 / 8)), 1e-6);
+}
+
+}  // namespace
+}  // namespace headcount
