@@ -20,6 +20,9 @@ void add_config_command(CLI::App& app);
 void add_data_command(CLI::App& app);
 void add_vocab_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
+void add_train_command(CLI::App& app);
+void add_translate_command(CLI::App& app);
+void add_eval_command(CLI::App& app);
 
 // Config files, --set overrides and --dump-config, shared by every command that takes a config.
 struct ConfigArgs {

@@ -14,8 +14,16 @@ namespace headcount::cli {
 
 // Every subcommand, in the order `headcount --help` lists them.
 const CommandSpec kCommands[] = {
-    {"data", add_data_command},     {"vocab", add_vocab_command}, {"bleu", add_bleu_command},
-    {"config", add_config_command}, {"bench", add_bench_command},
+    // clang-format off
+    {"data", add_data_command},
+    {"vocab", add_vocab_command},
+    {"train", add_train_command},
+    {"translate", add_translate_command},
+    {"eval", add_eval_command},
+    {"bleu", add_bleu_command},
+    {"config", add_config_command},
+    {"bench", add_bench_command},
+    // clang-format on
 };
 
 }  // namespace headcount::cli

@@ -457,6 +457,23 @@ Config ConfigLoader::finish() const {
   return c;
 }
 
+std::string config_value(const Config& config, const std::string& key) {
+  const Field* f = find_field(key);
+  HC_CHECK(f, "unknown config key '{}'", key);
+  YAML::Emitter em;
+  em.SetSeqFormat(YAML::Flow);
+  em << f->get(config);
+  return em.c_str();
+}
+
+std::vector<std::string> changed_keys(const Config& a, const Config& b) {
+  std::vector<std::string> out;
+  for (const auto& f : schema()) {
+    if (config_value(a, f.key) != config_value(b, f.key)) out.push_back(f.key);
+  }
+  return out;
+}
+
 std::string dump_config(const Config& config) {
   YAML::Node root(YAML::NodeType::Map);
   for (const auto& f : schema()) {

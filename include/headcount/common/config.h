@@ -144,6 +144,11 @@ class ConfigLoader {
   std::map<std::string, std::string> origins_;
 };
 
+// Keys whose values differ between two configs (schema order).
+std::vector<std::string> changed_keys(const Config& a, const Config& b);
+// The value of one key as YAML text ("256", "[a, b]").
+std::string config_value(const Config& config, const std::string& key);
+
 // YAML text of the whole resolved config (every key, in schema order).
 std::string dump_config(const Config& config);
 // Writes dump_config() to `path` atomically.

@@ -1,0 +1,100 @@
+// Training: label-smoothed cross-entropy, Adam with warm-up and inverse square root decay,
+// token-based batches, gradient accumulation and clipping, dev loss and BLEU every N steps,
+// last / best / step-N checkpoints, early stopping, metrics.jsonl and a progress line, and exact
+// resumption after an interruption.
+//
+// Data-parallel training over several processes fits in without changing the loop: gradients are
+// summed (not averaged) over the accumulated batches and scaled by the global token count just
+// before the optimizer step, which is where an all-reduce of gradients and token counts goes;
+// batches are assigned to ranks by position in the epoch order; only rank 0 writes.
+#pragma once
+
+#include <torch/optim/adam.h>
+
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "headcount/common/config.h"
+#include "headcount/data/corpus.h"
+#include "headcount/data/vocab.h"
+#include "headcount/model/transformer.h"
+#include "headcount/train/batching.h"
+#include "headcount/train/checkpoint.h"
+
+namespace headcount::train {
+
+namespace fs = std::filesystem;
+
+struct TrainOptions {
+  fs::path run_dir;
+  // Train this checkpoint's architecture (e.g. a pruned one) from a random initialisation.
+  std::optional<fs::path> architecture_from;
+  int rank = 0;        // this process
+  int world_size = 1;  // processes
+};
+
+struct TrainSummary {
+  int64_t steps = 0;
+  double best_score = 0;
+  int64_t best_step = -1;
+  bool early_stopped = false;
+  bool interrupted = false;
+  double seconds = 0;
+  double target_tokens_per_second = 0;
+};
+
+struct EvalResult {
+  double loss = 0, nll = 0;  // per target token
+  double bleu = 0, chrf = 0;
+  int64_t sentences = 0;
+  std::string bleu_signature;
+};
+
+// Subword-encoded pairs; pairs longer than `max_len` on a side are dropped and counted.
+std::vector<Example> encode_pairs(const data::ParallelText& text, const data::Vocab& src,
+                                  const data::Vocab& tgt, int max_len, size_t* dropped = nullptr);
+
+class Trainer {
+ public:
+  Trainer(Config config, TrainOptions options);
+  virtual ~Trainer();
+  TrainSummary run();
+  EvalResult evaluate();
+
+  model::Transformer& model() { return model_; }
+  const Config& config() const { return config_; }
+
+ protected:
+  // Hooks for fine-tuning variants (pruning adds gates and a penalty through these).
+  virtual std::vector<torch::Tensor> trainable_parameters();
+  // Added to the per-token training loss; undefined: nothing.
+  virtual torch::Tensor extra_loss(int64_t step) { return {}; }
+  virtual void on_evaluation(int64_t step, nlohmann::json& record) {}
+
+  void prepare();
+  void save(const fs::path& dir);
+  bool resume_from(const fs::path& dir);
+  void log_metrics(const nlohmann::json& record);
+
+  Config config_;
+  TrainOptions options_;
+  torch::Device device_{torch::kCPU};
+  data::VocabFiles vocab_files_;
+  std::unique_ptr<data::Vocab> src_vocab_, tgt_vocab_;
+  data::Corpus corpus_;
+  std::vector<Example> train_, dev_;
+  std::vector<std::vector<int64_t>> batches_;
+  model::Transformer model_{nullptr};
+  std::unique_ptr<torch::optim::Adam> optimizer_;
+  TrainState state_;
+};
+
+// `headcount train`: starts a run in `run_dir`, or resumes it from its `last` checkpoint.
+TrainSummary train_command(const Config& config, const TrainOptions& options);
+
+}  // namespace headcount::train

@@ -1,0 +1,51 @@
+// headcount train: train a Transformer, or resume a run.
+#include "commands.h"
+#include "headcount/common/check.h"
+#include "headcount/train/trainer.h"
+
+namespace headcount::cli {
+
+void add_train_command(CLI::App& app) {
+  struct Args {
+    ConfigArgs config;
+    std::string out;
+    std::string architecture_from;
+    bool resume = false;
+  };
+  auto a = std::make_shared<Args>();
+  auto* cmd = app.add_subcommand(
+      "train",
+      "Train a Transformer (RUN/checkpoints/{last,best,step-N}, RUN/metrics.jsonl); the same "
+      "command on an existing RUN resumes it");
+  add_config_args(cmd, a->config);
+  cmd->add_option("--out", a->out, "Run folder")->required();
+  cmd->add_option("--architecture-from", a->architecture_from,
+                  "Train this checkpoint's architecture (e.g. a pruned one) from scratch")
+      ->check(CLI::ExistingDirectory);
+  cmd->add_flag("--resume", a->resume, "Require an existing run to resume");
+  cmd->callback([a] {
+    Config config;
+    if (!resolve_config(a->config, &config)) return;
+    train::TrainOptions o;
+    o.run_dir = a->out;
+    if (!a->architecture_from.empty()) o.architecture_from = a->architecture_from;
+    std::error_code ec;
+    const bool exists = std::filesystem::exists(o.run_dir / "checkpoints" / "last", ec);
+    HC_CHECK(!a->resume || exists, "--resume: {} has no checkpoint to resume from", a->out);
+    if (!exists && std::filesystem::exists(o.run_dir, ec) &&
+        !std::filesystem::is_empty(o.run_dir, ec)) {
+      // A folder with content but no checkpoint: only a run interrupted before its first
+      // checkpoint (config.yaml and metrics.jsonl alone) may be restarted.
+      for (const auto& e : std::filesystem::directory_iterator(o.run_dir)) {
+        const auto name = e.path().filename().string();
+        HC_CHECK(name == "config.yaml" || name == "metrics.jsonl" || name == "checkpoints",
+                 "{} exists and holds '{}', but no checkpoint to resume: refusing to overwrite it; "
+                 "use another --out",
+                 a->out, name);
+      }
+    }
+    train::train_command(config, o);
+  });
+}
+
+}  // namespace headcount::cli

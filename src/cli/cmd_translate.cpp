@@ -1,0 +1,188 @@
+// headcount translate / eval: decode with a checkpoint; score a split or given files.
+#include <cstdio>
+#include <iostream>
+
+#include "commands.h"
+#include "headcount/common/check.h"
+#include "headcount/common/io.h"
+#include "headcount/common/runtime.h"
+#include "headcount/common/text.h"
+#include "headcount/data/corpus.h"
+#include "headcount/decode/search.h"
+#include "headcount/eval/bleu.h"
+#include "headcount/eval/chrf.h"
+#include "headcount/train/checkpoint.h"
+
+namespace headcount::cli {
+namespace {
+
+struct DecodeArgs {
+  std::string checkpoint;
+  std::vector<std::string> sets;
+  std::optional<int> beam;
+  std::optional<double> alpha;
+  std::optional<int> batch_size;
+};
+
+void add_decode_args(CLI::App* cmd, DecodeArgs& a) {
+  cmd->add_option("--checkpoint", a.checkpoint, "Checkpoint folder (e.g. RUN/checkpoints/best)")
+      ->required();
+  cmd->add_option("--beam", a.beam, "Beam size (1: greedy); default decode.beam");
+  cmd->add_option("--length-penalty", a.alpha, "GNMT alpha; default decode.length_penalty");
+  cmd->add_option("--batch-size", a.batch_size, "Sentences decoded together");
+  cmd->add_option("--set", a.sets,
+                  "Override a config key of the checkpoint (decode.*, threads.*, device)")
+      ->type_name("KEY=VALUE");
+}
+
+struct Loaded {
+  train::CheckpointInfo info;
+  model::Transformer model{nullptr};
+  std::unique_ptr<data::Vocab> src, tgt;
+  torch::Device device{torch::kCPU};
+  decode::SearchOptions search;
+  int batch_size = 64;
+};
+
+Loaded load(const DecodeArgs& a) {
+  Loaded l;
+  l.info = train::read_checkpoint_info(a.checkpoint);
+  ConfigLoader loader;
+  loader.apply_yaml_text(dump_config(l.info.config), a.checkpoint + "/config.yaml");
+  for (const auto& s : a.sets) loader.apply_set(s);
+  l.info.config = loader.finish();
+  const Config& c = l.info.config;
+  runtime::apply_threads(c.threads);
+  l.device = runtime::resolve_device(c.device);
+  l.model = train::load_model(l.info, l.device);
+  l.model->eval();
+  l.src = std::make_unique<data::Vocab>(data::Vocab::load(l.info.vocab.src_model));
+  l.tgt = std::make_unique<data::Vocab>(data::Vocab::load(l.info.vocab.tgt_model));
+  l.search = decode::SearchOptions::from(c.decode);
+  if (a.beam) l.search.beam = *a.beam;
+  if (a.alpha) l.search.length_penalty = *a.alpha;
+  l.batch_size = a.batch_size ? *a.batch_size : c.decode.batch_size;
+  HC_CHECK(l.search.beam >= 1, "--beam must be at least 1");
+  return l;
+}
+
+std::vector<std::string> translate_lines(Loaded& l, const std::vector<std::string>& lines) {
+  std::vector<std::vector<int>> ids;
+  for (const auto& s : lines) ids.push_back(l.src->encode(s));
+  const auto out = decode::translate_ids(l.model, ids, l.search, l.batch_size, l.device);
+  std::vector<std::string> text;
+  for (const auto& o : out) text.push_back(l.tgt->decode(std::vector<int>(o.begin(), o.end())));
+  return text;
+}
+
+}  // namespace
+
+void add_translate_command(CLI::App& app) {
+  auto a = std::make_shared<DecodeArgs>();
+  auto input = std::make_shared<std::string>("-");
+  auto output = std::make_shared<std::string>("-");
+  auto* cmd = app.add_subcommand(
+      "translate", "Translate source sentences (one a line) with a checkpoint, pruned or not");
+  add_decode_args(cmd, *a);
+  cmd->add_option("-i,--input", *input, "Source file ('-': stdin)")->capture_default_str();
+  cmd->add_option("-o,--output", *output, "Output file ('-': stdout)")->capture_default_str();
+  cmd->callback([a, input, output] {
+    Loaded l = load(*a);
+    std::vector<std::string> lines;
+    if (*input == "-") {
+      std::string line;
+      size_t n = 0;
+      while (std::getline(std::cin, line)) {
+        ++n;
+        HC_CHECK(!text::find_invalid_utf8(line), "<stdin>:{}: invalid UTF-8", n);
+        lines.push_back(line);
+      }
+    } else {
+      lines = io::read_lines(*input, {.allow_empty_file = true});
+    }
+    const auto out = translate_lines(l, lines);
+    if (*output == "-") {
+      for (const auto& s : out) std::printf("%s\n", s.c_str());
+    } else {
+      io::write_lines_atomic(*output, out);
+    }
+  });
+}
+
+void add_eval_command(CLI::App& app) {
+  auto a = std::make_shared<DecodeArgs>();
+  auto split = std::make_shared<std::string>("test");
+  auto src = std::make_shared<std::string>();
+  auto refs = std::make_shared<std::vector<std::string>>();
+  auto out = std::make_shared<std::string>();
+  auto hyp_out = std::make_shared<std::string>();
+  auto* cmd = app.add_subcommand(
+      "eval", "Translate a split (or given files) and score it with BLEU and chrF");
+  add_decode_args(cmd, *a);
+  cmd->add_option("--split", *split, "dev or test (the checkpoint's data config)")
+      ->check(CLI::IsMember({"dev", "test"}))
+      ->capture_default_str();
+  cmd->add_option("--src", *src, "Source file instead of a split")->check(CLI::ExistingFile);
+  cmd->add_option("--ref", *refs, "Reference file(s) for --src")->check(CLI::ExistingFile);
+  cmd->add_option("--out", *out, "Write the result as JSON here");
+  cmd->add_option("--hyp-out", *hyp_out, "Write the translations here");
+  cmd->callback([a, split, src, refs, out, hyp_out] {
+    Loaded l = load(*a);
+    std::vector<std::string> sources;
+    std::vector<std::vector<std::string>> references;
+    std::string what;
+    if (!src->empty()) {
+      HC_CHECK(!refs->empty(), "--src needs at least one --ref");
+      sources = io::read_lines(*src);
+      for (const auto& r : *refs) {
+        references.push_back(io::read_lines(r, {.allow_empty_file = true}));
+        HC_CHECK(references.back().size() == sources.size(),
+                 "{} has {} lines but {} has {}: they must be line-aligned", r,
+                 references.back().size(), *src, sources.size());
+      }
+      what = *src;
+    } else {
+      const auto corpus = data::load_corpus(l.info.config.data);
+      if (*split == "dev") {
+        sources = corpus.dev.src;
+        references = {corpus.dev.tgt};
+      } else {
+        sources = corpus.test.src;
+        references = corpus.test_refs;
+      }
+      what = *split;
+    }
+    const auto hyps = translate_lines(l, sources);
+    if (!hyp_out->empty()) io::write_lines_atomic(*hyp_out, hyps);
+    nlohmann::ordered_json result;
+    result["checkpoint"] = a->checkpoint;
+    result["data"] = what;
+    result["sentences"] = hyps.size();
+    result["beam"] = l.search.beam;
+    result["length_penalty"] = l.search.length_penalty;
+    result["heads_e_d_de"] = l.info.architecture.summary();
+    // Each reference alone, then all together.
+    std::vector<std::vector<std::vector<std::string>>> sets;
+    for (const auto& r : references) sets.push_back({r});
+    if (references.size() > 1) sets.push_back(references);
+    for (size_t k = 0; k < sets.size(); ++k) {
+      const eval::Bleu bleu;
+      const eval::Chrf chrf;
+      const auto b = bleu.corpus_score(hyps, sets[k]);
+      const auto c = chrf.corpus_score(hyps, sets[k]);
+      const std::string name = k < references.size() ? fmt::format("ref{}", k + 1) : "all_refs";
+      result["scores"][name] = {{"bleu", b.score},
+                                {"bleu_signature", bleu.signature(bleu.last_nrefs())},
+                                {"bleu_verbose", b.verbose()},
+                                {"chrf", c.score},
+                                {"chrf_signature", chrf.signature(chrf.last_nrefs())}};
+      std::printf("%s %s: BLEU|%s = %.2f %s\n", what.c_str(), name.c_str(),
+                  bleu.signature(bleu.last_nrefs()).c_str(), b.score, b.verbose().c_str());
+      std::printf("%s %s: %s|%s = %.2f\n", what.c_str(), name.c_str(), chrf.name().c_str(),
+                  chrf.signature(chrf.last_nrefs()).c_str(), c.score);
+    }
+    if (!out->empty()) io::write_file_atomic(*out, result.dump(2) + "\n");
+  });
+}
+
+}  // namespace headcount::cli

@@ -1,0 +1,244 @@
+#include "headcount/decode/search.h"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "headcount/common/check.h"
+#include "headcount/data/vocab.h"
+
+namespace headcount::decode {
+
+SearchOptions SearchOptions::from(const DecodeConfig& c) {
+  SearchOptions o;
+  o.beam = c.beam;
+  o.length_penalty = c.length_penalty;
+  o.max_len_offset = c.max_len_offset;
+  o.max_len_ratio = c.max_len_ratio;
+  return o;
+}
+
+int64_t SearchOptions::max_length(int64_t source_length) const {
+  return std::max<int64_t>(
+      1, static_cast<int64_t>(max_len_offset + max_len_ratio * static_cast<double>(source_length)));
+}
+
+double length_penalty(int64_t length, double alpha) {
+  return std::pow((5.0 + static_cast<double>(length)) / 6.0, alpha);
+}
+
+namespace {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// Tokens that are never produced: padding and BOS.
+void block_specials(torch::Tensor& lprobs) {
+  lprobs.select(1, data::kPadId).fill_(kNegInf);
+  lprobs.select(1, data::kBosId).fill_(kNegInf);
+}
+
+}  // namespace
+
+std::vector<Hypothesis> greedy_search(StepModel& model, const std::vector<int64_t>& max_lens) {
+  const int64_t B = static_cast<int64_t>(max_lens.size());
+  std::vector<Hypothesis> out(B);
+  std::vector<bool> done(B, false);
+  auto last = torch::full({B}, data::kBosId, torch::kInt64);
+  const int64_t longest = *std::max_element(max_lens.begin(), max_lens.end());
+  for (int64_t t = 0; t <= longest; ++t) {
+    auto lprobs = model.step(last).to(torch::kCPU).to(torch::kFloat32).contiguous();  // [B, V]
+    block_specials(lprobs);
+    auto lp = lprobs.accessor<float, 2>();
+    auto next = torch::empty({B}, torch::kInt64);
+    bool all_done = true;
+    for (int64_t b = 0; b < B; ++b) {
+      if (done[b]) {
+        next[b] = data::kEosId;
+        continue;
+      }
+      int64_t best = data::kEosId;
+      if (t < max_lens[b]) {
+        float best_lp = kNegInf;
+        for (int64_t v = 0; v < lprobs.size(1); ++v) {
+          if (lp[b][v] > best_lp) {
+            best_lp = lp[b][v];
+            best = v;
+          }
+        }
+      }
+      out[b].log_prob += lp[b][best];
+      if (best == data::kEosId) {
+        done[b] = true;
+        out[b].score = out[b].log_prob;
+      } else {
+        out[b].tokens.push_back(best);
+        all_done = false;
+      }
+      next[b] = best;
+    }
+    if (all_done) break;
+    last = next.to(last.device());
+  }
+  return out;
+}
+
+std::vector<Hypothesis> beam_search(StepModel& model, const std::vector<int64_t>& max_lens,
+                                    int beam, double alpha) {
+  HC_CHECK(beam >= 1, "beam size must be at least 1, got {}", beam);
+  const int64_t B = static_cast<int64_t>(max_lens.size()), K = beam, N = B * K;
+  std::vector<std::vector<Hypothesis>> finished(B);
+  std::vector<bool> done(B, false);
+  // Row r = b * K + k. All beams start equal; only beam 0 is live at first, so the K first
+  // continuations are distinct.
+  std::vector<double> scores(N, 0.0);
+  for (int64_t b = 0; b < B; ++b) {
+    for (int64_t k = 1; k < K; ++k) scores[b * K + k] = -INFINITY;
+  }
+  std::vector<std::vector<int64_t>> tokens(N);
+  auto last = torch::full({N}, data::kBosId, torch::kInt64);
+  const int64_t longest = *std::max_element(max_lens.begin(), max_lens.end());
+  for (int64_t t = 0; t <= longest; ++t) {
+    auto lprobs = model.step(last).to(torch::kCPU).to(torch::kFloat32).contiguous();  // [N, V]
+    const int64_t V = lprobs.size(1);
+    block_specials(lprobs);
+    for (int64_t b = 0; b < B; ++b) {
+      if (t >= max_lens[b]) {
+        // Out of length: only EOS remains.
+        auto rows = lprobs.narrow(0, b * K, K);
+        auto eos = rows.select(1, data::kEosId).clone();
+        rows.fill_(kNegInf);
+        rows.select(1, data::kEosId).copy_(eos);
+      }
+    }
+    auto base = torch::tensor(scores, torch::kFloat64).to(torch::kFloat32).view({N, 1});
+    auto cand = (lprobs + base).view({B, K * V});                         // [B, K*V]
+    auto [top_v, top_i] = cand.topk(std::min<int64_t>(2 * K, K * V), 1);  // [B, 2K]
+    auto tv = top_v.accessor<float, 2>();
+    auto ti = top_i.accessor<int64_t, 2>();
+    std::vector<int64_t> source_rows(N);
+    std::vector<int64_t> new_tokens(N, data::kEosId);
+    std::vector<double> new_scores(N, -INFINITY);
+    bool all_done = true;
+    for (int64_t b = 0; b < B; ++b) {
+      int64_t kept = 0;
+      if (!done[b]) {
+        for (int64_t r = 0; r < top_v.size(1) && kept < K; ++r) {
+          const float value = tv[b][r];
+          if (!std::isfinite(value)) break;
+          const int64_t beam_idx = ti[b][r] / V, token = ti[b][r] % V;
+          const int64_t row = b * K + beam_idx;
+          if (token == data::kEosId) {
+            // Only EOS among the K best candidates ends a hypothesis (fairseq's rule), so that
+            // beam 1 is exactly greedy search.
+            if (r < K) {
+              Hypothesis h;
+              h.tokens = tokens[row];
+              h.log_prob = value;
+              h.score = value / length_penalty(t + 1, alpha);
+              finished[b].push_back(std::move(h));
+            }
+            continue;
+          }
+          const int64_t dst = b * K + kept;
+          source_rows[dst] = row;
+          new_tokens[dst] = token;
+          new_scores[dst] = value;
+          ++kept;
+        }
+        if (static_cast<int64_t>(finished[b].size()) >= K || t >= max_lens[b]) done[b] = true;
+      }
+      // Rows of finished sentences (or unfilled beams) keep running on dummy input.
+      for (int64_t k = kept; k < K; ++k) {
+        source_rows[b * K + k] = b * K;
+        new_scores[b * K + k] = -INFINITY;
+      }
+      all_done = all_done && done[b];
+    }
+    if (all_done) break;
+    std::vector<std::vector<int64_t>> next_tokens(N);
+    for (int64_t r = 0; r < N; ++r) {
+      next_tokens[r] = tokens[source_rows[r]];
+      if (std::isfinite(new_scores[r])) next_tokens[r].push_back(new_tokens[r]);
+    }
+    tokens = std::move(next_tokens);
+    scores = new_scores;
+    auto index = torch::tensor(source_rows, torch::kInt64).to(last.device());
+    model.reorder(index);
+    last = torch::tensor(new_tokens, torch::kInt64).to(last.device());
+  }
+  std::vector<Hypothesis> out(B);
+  for (int64_t b = 0; b < B; ++b) {
+    HC_CHECK(!finished[b].empty(), "beam search produced no hypothesis for sentence {}", b);
+    out[b] = *std::max_element(
+        finished[b].begin(), finished[b].end(),
+        [](const Hypothesis& x, const Hypothesis& y) { return x.score < y.score; });
+  }
+  return out;
+}
+
+TransformerStepper::TransformerStepper(model::Transformer& model, const torch::Tensor& src,
+                                       int64_t beam)
+    : model_(model) {
+  enc_ = model_->encode(src);
+  if (beam > 1) {
+    auto idx =
+        torch::arange(src.size(0), torch::TensorOptions().dtype(torch::kInt64).device(src.device()))
+            .repeat_interleave(beam);
+    enc_.memory = enc_.memory.index_select(0, idx);
+    enc_.bias = enc_.bias.index_select(0, idx);
+    enc_.src_lengths = enc_.src_lengths.index_select(0, idx);
+  }
+  state_ = model_->start_state();
+}
+
+torch::Tensor TransformerStepper::step(const torch::Tensor& last_tokens) {
+  auto logits = model_->decode(last_tokens.view({-1, 1}), enc_, &state_);  // [N, 1, V]
+  return torch::log_softmax(logits.squeeze(1).to(torch::kFloat32), -1);    // [N, V]
+}
+
+void TransformerStepper::reorder(const torch::Tensor& index) {
+  state_.reorder(index);
+  enc_.memory = enc_.memory.index_select(0, index);
+  enc_.bias = enc_.bias.index_select(0, index);
+}
+
+std::vector<std::vector<int64_t>> translate_ids(model::Transformer& model,
+                                                const std::vector<std::vector<int>>& sources,
+                                                const SearchOptions& options, int batch_size,
+                                                const torch::Device& device) {
+  torch::NoGradGuard no_grad;
+  const bool was_training = model->is_training();
+  model->eval();
+  std::vector<int64_t> order(sources.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t b) { return sources[a].size() < sources[b].size(); });
+  std::vector<std::vector<int64_t>> out(sources.size());
+  for (size_t start = 0; start < order.size(); start += batch_size) {
+    const size_t end = std::min(order.size(), start + static_cast<size_t>(batch_size));
+    size_t longest = 0;
+    for (size_t i = start; i < end; ++i) longest = std::max(longest, sources[order[i]].size());
+    auto src = torch::full({static_cast<int64_t>(end - start), static_cast<int64_t>(longest) + 1},
+                           data::kPadId, torch::kInt64);
+    std::vector<int64_t> max_lens;
+    for (size_t i = start; i < end; ++i) {
+      const auto& s = sources[order[i]];
+      for (size_t k = 0; k < s.size(); ++k) src[i - start][k] = s[k];
+      src[i - start][s.size()] = data::kEosId;
+      max_lens.push_back(std::min<int64_t>(options.max_length(static_cast<int64_t>(s.size()) + 1),
+                                           model->config().max_positions - 1));
+    }
+    src = src.to(device);
+    TransformerStepper stepper(model, src, options.beam);
+    const auto hyps = options.beam == 1
+                          ? greedy_search(stepper, max_lens)
+                          : beam_search(stepper, max_lens, options.beam, options.length_penalty);
+    for (size_t i = start; i < end; ++i) out[order[i]] = hyps[i - start].tokens;
+  }
+  if (was_training) model->train();
+  return out;
+}
+
+}  // namespace headcount::decode

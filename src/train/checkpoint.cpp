@@ -1,0 +1,224 @@
+#include "headcount/train/checkpoint.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#include <ATen/core/ivalue.h>
+#include <torch/serialize.h>
+#include <torch/torch.h>
+
+#include "headcount/common/check.h"
+#include "headcount/common/io.h"
+
+namespace headcount::train {
+
+namespace {
+constexpr int kFormatVersion = 1;
+
+fs::path temp_sibling(const fs::path& dst) {
+  return dst.parent_path() / fmt::format(".{}.tmp.{}", dst.filename().string(), getpid());
+}
+}  // namespace
+
+nlohmann::json TrainState::to_json() const {
+  return {{"step", step},
+          {"epoch", epoch},
+          {"batch_in_epoch", batch_in_epoch},
+          {"best_score", best_score},
+          {"best_step", best_step},
+          {"evals_without_improvement", evals_without_improvement},
+          {"elapsed_seconds", elapsed_seconds},
+          {"target_tokens", target_tokens}};
+}
+
+TrainState TrainState::from_json(const nlohmann::json& j) {
+  TrainState s;
+  s.step = j.at("step").get<int64_t>();
+  s.epoch = j.at("epoch").get<int64_t>();
+  s.batch_in_epoch = j.at("batch_in_epoch").get<int64_t>();
+  s.best_score = j.at("best_score").get<double>();
+  s.best_step = j.at("best_step").get<int64_t>();
+  s.evals_without_improvement = j.at("evals_without_improvement").get<int64_t>();
+  s.elapsed_seconds = j.at("elapsed_seconds").get<double>();
+  s.target_tokens = j.at("target_tokens").get<int64_t>();
+  return s;
+}
+
+void save_weights(const fs::path& file,
+                  const std::vector<std::pair<std::string, torch::Tensor>>& weights) {
+  c10::Dict<std::string, at::Tensor> dict;
+  for (const auto& [name, t] : weights) dict.insert(name, t.detach().to(torch::kCPU).contiguous());
+  const std::vector<char> bytes = torch::pickle_save(dict);
+  io::write_file_atomic(file, std::string(bytes.begin(), bytes.end()));
+}
+
+std::vector<std::pair<std::string, torch::Tensor>> load_weights_file(const fs::path& file) {
+  const std::string bytes = io::read_file(file);
+  c10::IValue value;
+  try {
+    value = torch::pickle_load(std::vector<char>(bytes.begin(), bytes.end()));
+  } catch (const std::exception& e) {
+    HC_FAIL("{}: not a readable weights file (corrupt or truncated?)", file.string());
+  }
+  HC_CHECK(value.isGenericDict(), "{}: expected a dict of name -> tensor", file.string());
+  std::vector<std::pair<std::string, torch::Tensor>> out;
+  for (const auto& item : value.toGenericDict()) {
+    HC_CHECK(item.key().isString() && item.value().isTensor(),
+             "{}: expected a dict of name -> tensor", file.string());
+    out.emplace_back(item.key().toStringRef(), item.value().toTensor());
+  }
+  return out;
+}
+
+void save_rng_state(const fs::path& file) {
+  c10::Dict<std::string, at::Tensor> dict;
+  auto gen = at::detail::getDefaultCPUGenerator();
+  {
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    dict.insert("cpu", gen.get_state());
+  }
+  const std::vector<char> bytes = torch::pickle_save(dict);
+  io::write_file_atomic(file, std::string(bytes.begin(), bytes.end()));
+}
+
+void load_rng_state(const fs::path& file) {
+  const std::string bytes = io::read_file(file);
+  c10::IValue value;
+  try {
+    value = torch::pickle_load(std::vector<char>(bytes.begin(), bytes.end()));
+  } catch (const std::exception&) {
+    HC_FAIL("{}: corrupt random-state file", file.string());
+  }
+  HC_CHECK(value.isGenericDict(), "{}: corrupt random-state file", file.string());
+  auto dict = value.toGenericDict();
+  auto gen = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  gen.set_state(dict.at("cpu").toTensor());
+}
+
+void replace_directory(const fs::path& tmp, const fs::path& dst) {
+  std::error_code ec;
+  if (!fs::exists(dst, ec)) {
+    fs::rename(tmp, dst, ec);
+    HC_CHECK(!ec, "cannot move {} to {}: {}", tmp.string(), dst.string(), ec.message());
+    return;
+  }
+  if (renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, dst.c_str(), RENAME_EXCHANGE) != 0) {
+    // Without RENAME_EXCHANGE (some file systems): move the old one aside first.
+    const fs::path old =
+        dst.parent_path() / fmt::format(".{}.old.{}", dst.filename().string(), getpid());
+    fs::rename(dst, old, ec);
+    HC_CHECK(!ec, "cannot move {} aside: {}", dst.string(), ec.message());
+    fs::rename(tmp, dst, ec);
+    HC_CHECK(!ec, "cannot move {} to {}: {}", tmp.string(), dst.string(), ec.message());
+    fs::remove_all(old, ec);
+    return;
+  }
+  fs::remove_all(tmp, ec);  // now holds the old contents
+}
+
+void save_checkpoint(const fs::path& dir, model::Transformer& model,
+                     torch::optim::Optimizer* optimizer, const TrainState& state,
+                     const Config& config, const data::VocabFiles& vocab) {
+  fs::create_directories(dir.parent_path());
+  const fs::path tmp = temp_sibling(dir);
+  std::error_code ec;
+  fs::remove_all(tmp, ec);
+  fs::create_directories(tmp / "vocab");
+  save_weights(tmp / "model.pt", model::named_weights(*model));
+  if (optimizer) {
+    torch::save(*optimizer, (tmp / "optimizer.pt").string());
+    save_rng_state(tmp / "rng.pt");
+  }
+  io::write_file_atomic(tmp / "state.json", state.to_json().dump(2) + "\n");
+  io::write_file_atomic(tmp / "architecture.json", model->architecture().to_json().dump(2) + "\n");
+  save_config(config, tmp / "config.yaml");
+  const auto copy = [&](const fs::path& from, const std::string& name) {
+    fs::copy_file(from, tmp / "vocab" / name, fs::copy_options::overwrite_existing);
+  };
+  if (vocab.joint) {
+    copy(vocab.src_model, "joint.model");
+  } else {
+    copy(vocab.src_model, "src.model");
+    copy(vocab.tgt_model, "tgt.model");
+  }
+  nlohmann::json meta = {{"format", "headcount-checkpoint"},
+                         {"format_version", kFormatVersion},
+                         {"headcount_version", HEADCOUNT_VERSION},
+                         {"torch_load", "torch.load('model.pt') gives a dict name -> tensor"}};
+  io::write_file_atomic(tmp / "meta.json", meta.dump(2) + "\n");
+  replace_directory(tmp, dir);
+}
+
+CheckpointInfo read_checkpoint_info(const fs::path& dir) {
+  std::error_code ec;
+  HC_CHECK(fs::is_directory(dir, ec), "checkpoint {} not found (expected a folder)", dir.string());
+  for (const char* f :
+       {"meta.json", "model.pt", "state.json", "architecture.json", "config.yaml"}) {
+    HC_CHECK(fs::exists(dir / f, ec), "{} is not a headcount checkpoint: {} is missing",
+             dir.string(), f);
+  }
+  CheckpointInfo info;
+  info.dir = dir;
+  try {
+    const auto meta = nlohmann::json::parse(io::read_file(dir / "meta.json"));
+    HC_CHECK(meta.value("format", "") == "headcount-checkpoint",
+             "{}/meta.json: not a headcount checkpoint", dir.string());
+    HC_CHECK(meta.value("format_version", 0) <= kFormatVersion,
+             "{}: checkpoint format {} is newer than this headcount reads ({})", dir.string(),
+             meta.value("format_version", 0), kFormatVersion);
+    info.state = TrainState::from_json(nlohmann::json::parse(io::read_file(dir / "state.json")));
+    info.architecture = model::Architecture::from_json(
+        nlohmann::json::parse(io::read_file(dir / "architecture.json")));
+  } catch (const nlohmann::json::exception& e) {
+    HC_FAIL("{}: corrupt checkpoint metadata: {}", dir.string(), e.what());
+  }
+  info.config = load_config_file(dir / "config.yaml");
+  info.architecture.check_against(info.config.model);
+  info.vocab.joint = fs::exists(dir / "vocab" / "joint.model", ec);
+  info.vocab.src_model = dir / "vocab" / (info.vocab.joint ? "joint.model" : "src.model");
+  info.vocab.tgt_model = dir / "vocab" / (info.vocab.joint ? "joint.model" : "tgt.model");
+  info.src_vocab_size = data::Vocab::load(info.vocab.src_model).size();
+  info.tgt_vocab_size = data::Vocab::load(info.vocab.tgt_model).size();
+  return info;
+}
+
+model::Transformer load_model(const CheckpointInfo& info, const torch::Device& device) {
+  model::Transformer m(info.config.model, info.architecture, info.src_vocab_size,
+                       info.tgt_vocab_size);
+  model::load_weights(*m, load_weights_file(info.dir / "model.pt"),
+                      (info.dir / "model.pt").string());
+  m->to(device);
+  return m;
+}
+
+void load_optimizer(torch::optim::Optimizer& optimizer, const fs::path& dir) {
+  const fs::path f = dir / "optimizer.pt";
+  std::error_code ec;
+  HC_CHECK(fs::exists(f, ec), "{}: no optimizer state (not a training checkpoint?)", dir.string());
+  try {
+    torch::load(optimizer, f.string());
+  } catch (const std::exception& e) {
+    HC_FAIL("{}: cannot read the optimizer state (corrupt, or another architecture)", f.string());
+  }
+}
+
+void copy_checkpoint(const fs::path& src, const fs::path& dst) {
+  const fs::path tmp = temp_sibling(dst);
+  std::error_code ec;
+  fs::remove_all(tmp, ec);
+  fs::create_directories(tmp);
+  for (const auto& entry : fs::recursive_directory_iterator(src)) {
+    const fs::path rel = fs::relative(entry.path(), src);
+    if (entry.is_directory()) {
+      fs::create_directories(tmp / rel);
+    } else {
+      fs::create_hard_link(entry.path(), tmp / rel, ec);
+      if (ec) fs::copy_file(entry.path(), tmp / rel, fs::copy_options::overwrite_existing);
+    }
+  }
+  replace_directory(tmp, dst);
+}
+
+}  // namespace headcount::train

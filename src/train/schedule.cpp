@@ -1,0 +1,16 @@
+#include "headcount/train/schedule.h"
+
+#include <cmath>
+
+namespace headcount::train {
+
+double inverse_sqrt_lr(int64_t step, double peak_lr, int64_t warmup, double init_lr) {
+  if (step < 0) step = 0;
+  if (warmup > 0 && step < warmup) {
+    return init_lr + (peak_lr - init_lr) * static_cast<double>(step) / static_cast<double>(warmup);
+  }
+  if (warmup <= 0) return peak_lr / std::sqrt(static_cast<double>(std::max<int64_t>(step, 1)));
+  return peak_lr * std::sqrt(static_cast<double>(warmup) / static_cast<double>(step));
+}
+
+}  // namespace headcount::train

@@ -1,0 +1,448 @@
+#include "headcount/train/trainer.h"
+
+#include <torch/torch.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+
+#include "headcount/common/check.h"
+#include "headcount/common/io.h"
+#include "headcount/common/log.h"
+#include "headcount/common/runtime.h"
+#include "headcount/decode/search.h"
+#include "headcount/eval/bleu.h"
+#include "headcount/eval/chrf.h"
+#include "headcount/train/loss.h"
+#include "headcount/train/schedule.h"
+
+namespace headcount::train {
+namespace {
+
+std::atomic<bool> g_stop_requested{false};
+
+extern "C" void request_stop(int) {
+  if (g_stop_requested.exchange(true)) std::_Exit(130);  // a second signal stops at once
+}
+
+std::string duration(double seconds) {
+  const int64_t s = static_cast<int64_t>(seconds);
+  if (s >= 3600) return fmt::format("{}h{:02d}m", s / 3600, (s % 3600) / 60);
+  if (s >= 60) return fmt::format("{}m{:02d}s", s / 60, s % 60);
+  return fmt::format("{}s", s);
+}
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+}  // namespace
+
+std::vector<Example> encode_pairs(const data::ParallelText& text, const data::Vocab& src,
+                                  const data::Vocab& tgt, int max_len, size_t* dropped) {
+  std::vector<Example> out;
+  out.reserve(text.size());
+  size_t n_dropped = 0;
+  for (size_t i = 0; i < text.size(); ++i) {
+    Example e;
+    e.src = src.encode(text.src[i]);
+    e.tgt = tgt.encode(text.tgt[i]);
+    e.id = static_cast<int64_t>(i);
+    if (static_cast<int>(e.src.size()) > max_len || static_cast<int>(e.tgt.size()) > max_len) {
+      ++n_dropped;
+      continue;
+    }
+    out.push_back(std::move(e));
+  }
+  if (dropped) *dropped = n_dropped;
+  return out;
+}
+
+Trainer::Trainer(Config config, TrainOptions options)
+    : config_(std::move(config)), options_(std::move(options)) {
+  prepare();
+}
+
+Trainer::~Trainer() = default;
+
+std::vector<torch::Tensor> Trainer::trainable_parameters() {
+  return model_->parameters();
+}
+
+void Trainer::prepare() {
+  runtime::apply_threads(config_.threads);
+  device_ = runtime::resolve_device(config_.device);
+  torch::manual_seed(static_cast<uint64_t>(config_.seed));
+  corpus_ = data::load_corpus(config_.data);
+  log::info("data: {} training pairs ({}), {} dev", corpus_.train.size(),
+            corpus_.train_filter.summary(), corpus_.dev.size());
+  vocab_files_ = data::train_or_load_vocab(
+      config_.vocab, data_path(config_.data, config_.data.train_src),
+      data_path(config_.data, config_.data.train_tgt), config_.seed, runtime::num_cores());
+  src_vocab_ = std::make_unique<data::Vocab>(data::Vocab::load(vocab_files_.src_model));
+  tgt_vocab_ = std::make_unique<data::Vocab>(data::Vocab::load(vocab_files_.tgt_model));
+  size_t dropped = 0;
+  train_ = encode_pairs(corpus_.train, *src_vocab_, *tgt_vocab_, config_.train.max_len, &dropped);
+  HC_CHECK(!train_.empty(), "no training pair is within train.max_len ({}) subwords",
+           config_.train.max_len);
+  if (dropped)
+    log::info("dropped {} training pairs longer than {} subwords", dropped, config_.train.max_len);
+  dev_ = encode_pairs(corpus_.dev, *src_vocab_, *tgt_vocab_, std::numeric_limits<int>::max());
+  batches_ = make_batches(train_, config_.train.max_tokens, static_cast<uint64_t>(config_.seed));
+
+  model::Architecture arch = model::Architecture::uniform(config_.model);
+  if (options_.architecture_from) {
+    const auto info = read_checkpoint_info(*options_.architecture_from);
+    arch = info.architecture;
+    arch.check_against(config_.model);
+    log::info("architecture from {}: {} heads (enc/dec/enc-dec), trained from scratch",
+              options_.architecture_from->string(), arch.summary());
+  }
+  model_ = model::Transformer(config_.model, arch, src_vocab_->size(), tgt_vocab_->size());
+  model_->to(device_);
+  const auto& t = config_.train;
+  optimizer_ = std::make_unique<torch::optim::Adam>(trainable_parameters(),
+                                                    torch::optim::AdamOptions(t.lr)
+                                                        .betas({t.adam_beta1, t.adam_beta2})
+                                                        .eps(t.adam_eps)
+                                                        .weight_decay(t.weight_decay));
+}
+
+void Trainer::log_metrics(const nlohmann::json& record) {
+  if (options_.rank != 0) return;
+  std::ofstream out(options_.run_dir / "metrics.jsonl", std::ios::app);
+  out << record.dump() << "\n";
+}
+
+void Trainer::save(const fs::path& dir) {
+  if (options_.rank != 0) return;
+  save_checkpoint(dir, model_, optimizer_.get(), state_, config_, vocab_files_);
+}
+
+bool Trainer::resume_from(const fs::path& dir) {
+  const auto info = read_checkpoint_info(dir);
+  HC_CHECK(info.architecture == model_->architecture(),
+           "{}: the checkpoint's architecture ({}) differs from the run's ({})", dir.string(),
+           info.architecture.summary(), model_->architecture().summary());
+  model::load_weights(*model_, load_weights_file(dir / "model.pt"), (dir / "model.pt").string());
+  load_optimizer(*optimizer_, dir);
+  load_rng_state(dir / "rng.pt");
+  state_ = info.state;
+  // Metrics logged after this checkpoint belong to the interrupted session: drop them.
+  const fs::path metrics = options_.run_dir / "metrics.jsonl";
+  std::error_code ec;
+  if (options_.rank == 0 && fs::exists(metrics, ec)) {
+    std::vector<std::string> kept;
+    for (const auto& line : io::read_lines(metrics, {.allow_empty_file = true})) {
+      if (line.empty()) continue;
+      try {
+        const auto j = nlohmann::json::parse(line);
+        if (j.value("step", int64_t{0}) <= state_.step) kept.push_back(line);
+      } catch (const nlohmann::json::exception&) {
+        // a line cut by the interruption
+      }
+    }
+    io::write_lines_atomic(metrics, kept);
+  }
+  return true;
+}
+
+EvalResult Trainer::evaluate() {
+  torch::NoGradGuard no_grad;
+  const bool was_training = model_->is_training();
+  model_->eval();
+  EvalResult r;
+  // Teacher-forced loss over the whole dev set.
+  double loss = 0, nll = 0;
+  int64_t tokens = 0;
+  for (const auto& idx : make_batches(dev_, std::max(config_.train.max_tokens, 1024), 1)) {
+    const Batch b = collate(dev_, idx, device_);
+    const auto ls = label_smoothed_loss(model_->forward(b.src, b.tgt_in), b.tgt_out,
+                                        config_.train.label_smoothing);
+    loss += ls.loss.item<double>();
+    nll += ls.nll.item<double>();
+    tokens += ls.tokens;
+  }
+  r.loss = loss / std::max<int64_t>(tokens, 1);
+  r.nll = nll / std::max<int64_t>(tokens, 1);
+  // BLEU and chrF of decoded dev sentences against the raw references.
+  size_t n = dev_.size();
+  if (config_.train.eval_max_sentences > 0)
+    n = std::min<size_t>(n, config_.train.eval_max_sentences);
+  std::vector<std::vector<int>> sources;
+  std::vector<std::string> refs;
+  for (size_t i = 0; i < n; ++i) {
+    sources.push_back(dev_[i].src);
+    refs.push_back(corpus_.dev.tgt[dev_[i].id]);
+  }
+  auto options = decode::SearchOptions::from(config_.decode);
+  options.beam = config_.train.eval_beam;
+  const auto outputs =
+      decode::translate_ids(model_, sources, options, config_.decode.batch_size, device_);
+  std::vector<std::string> hyps;
+  for (const auto& ids : outputs)
+    hyps.push_back(tgt_vocab_->decode(std::vector<int>(ids.begin(), ids.end())));
+  const eval::Bleu bleu;
+  r.bleu = bleu.corpus_score(hyps, {refs}).score;
+  r.bleu_signature = bleu.signature(1);
+  r.chrf = eval::Chrf().corpus_score(hyps, {refs}).score;
+  r.sentences = static_cast<int64_t>(n);
+  if (was_training) model_->train();
+  return r;
+}
+
+TrainSummary Trainer::run() {
+  const auto& t = config_.train;
+  const fs::path ckpt_dir = options_.run_dir / "checkpoints";
+  fs::create_directories(ckpt_dir);
+  std::error_code ec;
+  if (fs::exists(ckpt_dir / "last", ec)) {
+    resume_from(ckpt_dir / "last");
+    log::info("resuming {} from step {} (epoch {}, batch {} of {})", options_.run_dir.string(),
+              state_.step, state_.epoch + 1, state_.batch_in_epoch, batches_.size());
+  } else if (options_.rank == 0) {
+    io::write_file_atomic(options_.run_dir / "metrics.jsonl", "");
+  }
+  if (options_.rank == 0) save_config(config_, options_.run_dir / "config.yaml");
+
+  int64_t n_params = 0;
+  for (const auto& p : model_->parameters()) n_params += p.numel();
+  int64_t epoch_tokens = 0;
+  for (const auto& e : train_) epoch_tokens += static_cast<int64_t>(e.tgt.size()) + 1;
+  log::info(
+      "model: {} parameters, heads {} (enc/dec/enc-dec), {} {}; {} batches and {} target "
+      "tokens per epoch; device {}",
+      n_params, model_->architecture().summary(), config_.model.pre_norm ? "pre-norm" : "post-norm",
+      config_.model.tie_embeddings ? "tied embeddings" : "untied embeddings", batches_.size(),
+      epoch_tokens, device_.str());
+
+  g_stop_requested = false;
+  auto old_int = std::signal(SIGINT, request_stop);
+  auto old_term = std::signal(SIGTERM, request_stop);
+
+  TrainSummary summary;
+  model_->train();
+  const auto session_start = Clock::now();
+  const double elapsed_before = state_.elapsed_seconds;
+  auto window_start = Clock::now();
+  double window_loss = 0, window_nll = 0;
+  int64_t window_tokens = 0, window_steps = 0, last_saved_step = state_.step;
+  const int64_t start_step = state_.step;
+  const bool tty = log::stderr_is_tty();
+  std::vector<torch::Tensor> params = trainable_parameters();
+
+  auto evaluate_and_save = [&]() {
+    const auto r = evaluate();
+    const double score = t.best_metric == "bleu" ? r.bleu : -r.loss;
+    const bool improved = state_.best_step < 0 || score > state_.best_score;
+    if (improved) {
+      state_.best_score = score;
+      state_.best_step = state_.step;
+      state_.evals_without_improvement = 0;
+    } else {
+      ++state_.evals_without_improvement;
+    }
+    state_.elapsed_seconds = elapsed_before + since(session_start);
+    nlohmann::json rec = {{"event", "eval"},
+                          {"step", state_.step},
+                          {"epoch", state_.epoch + 1},
+                          {"dev_loss", r.loss},
+                          {"dev_nll", r.nll},
+                          {"dev_ppl", std::exp(r.nll)},
+                          {"dev_bleu", r.bleu},
+                          {"dev_chrf", r.chrf},
+                          {"dev_sentences", r.sentences},
+                          {"best_step", state_.best_step},
+                          {"elapsed_s", state_.elapsed_seconds}};
+    on_evaluation(state_.step, rec);
+    log_metrics(rec);
+    if (tty) std::fputc('\n', stderr);
+    log::info("step {} | dev loss {:.3f} ppl {:.2f} | dev BLEU {:.2f} chrF {:.2f}{} | best step {}",
+              state_.step, r.loss, std::exp(r.nll), r.bleu, r.chrf, improved ? " (best)" : "",
+              state_.best_step);
+    save(ckpt_dir / "last");
+    if (options_.rank == 0) {
+      if (improved) copy_checkpoint(ckpt_dir / "last", ckpt_dir / "best");
+      if (t.keep_last > 0) {
+        copy_checkpoint(ckpt_dir / "last", ckpt_dir / fmt::format("step-{}", state_.step));
+        std::vector<int64_t> steps;
+        for (const auto& entry : fs::directory_iterator(ckpt_dir)) {
+          const std::string name = entry.path().filename().string();
+          if (name.rfind("step-", 0) == 0) steps.push_back(std::stoll(name.substr(5)));
+        }
+        std::sort(steps.rbegin(), steps.rend());
+        for (size_t i = t.keep_last; i < steps.size(); ++i) {
+          fs::remove_all(ckpt_dir / fmt::format("step-{}", steps[i]));
+        }
+      }
+    }
+    last_saved_step = state_.step;
+    return r;
+  };
+
+  bool done = state_.step >= t.max_steps;
+  while (!done) {
+    if (t.max_epochs > 0 && state_.epoch >= t.max_epochs) break;
+    const auto order = epoch_order(static_cast<int64_t>(batches_.size()),
+                                   static_cast<uint64_t>(config_.seed), state_.epoch);
+    while (state_.batch_in_epoch < static_cast<int64_t>(order.size())) {
+      optimizer_->zero_grad();
+      int64_t tokens = 0;
+      double loss_sum = 0, nll_sum = 0;
+      for (int k = 0;
+           k < t.update_freq && state_.batch_in_epoch < static_cast<int64_t>(order.size()); ++k) {
+        const int64_t pos = state_.batch_in_epoch++;
+        if (pos % options_.world_size != options_.rank) continue;
+        const Batch b = collate(train_, batches_[order[pos]], device_);
+        const auto ls =
+            label_smoothed_loss(model_->forward(b.src, b.tgt_in), b.tgt_out, t.label_smoothing);
+        ls.loss.backward();
+        tokens += ls.tokens;
+        loss_sum += ls.loss.item<double>();
+        nll_sum += ls.nll.item<double>();
+      }
+      if (tokens == 0) continue;
+      // Gradients hold sums over tokens; the objective is the per-token mean (+ extra terms).
+      if (auto extra = extra_loss(state_.step); extra.defined()) {
+        (extra * static_cast<double>(tokens)).backward();
+      }
+      for (auto& p : params) {
+        if (p.grad().defined()) p.grad().div_(static_cast<double>(tokens));
+      }
+      if (t.clip_norm > 0) torch::nn::utils::clip_grad_norm_(params, t.clip_norm);
+      const double lr = inverse_sqrt_lr(state_.step + 1, t.lr, t.warmup_steps, t.warmup_init_lr);
+      for (auto& group : optimizer_->param_groups()) {
+        static_cast<torch::optim::AdamOptions&>(group.options()).lr(lr);
+      }
+      optimizer_->step();
+      ++state_.step;
+      state_.target_tokens += tokens;
+      window_loss += loss_sum;
+      window_nll += nll_sum;
+      window_tokens += tokens;
+      ++window_steps;
+
+      const bool log_now = state_.step % t.log_every == 0;
+      if (log_now || tty) {
+        const double secs = since(window_start);
+        const double rate = window_tokens / std::max(secs, 1e-9);
+        const double steps_per_s = window_steps / std::max(secs, 1e-9);
+        const double eta = (t.max_steps - state_.step) / std::max(steps_per_s, 1e-9);
+        const std::string line = fmt::format(
+            "step {}/{} | epoch {} | loss {:.3f} | nll {:.3f} | lr {:.2e} | {:.0f} tok/s | "
+            "elapsed {} | ETA {}",
+            state_.step, t.max_steps, state_.epoch + 1,
+            window_loss / std::max<int64_t>(window_tokens, 1),
+            window_nll / std::max<int64_t>(window_tokens, 1), lr, rate,
+            duration(elapsed_before + since(session_start)), duration(eta));
+        if (tty) {
+          std::fprintf(stderr, "\r\033[K%s", line.c_str());
+          std::fflush(stderr);
+        } else {
+          log::info("{}", line);
+        }
+        if (log_now) {
+          log_metrics({{"event", "train"},
+                       {"step", state_.step},
+                       {"epoch", state_.epoch + 1},
+                       {"loss", window_loss / std::max<int64_t>(window_tokens, 1)},
+                       {"nll", window_nll / std::max<int64_t>(window_tokens, 1)},
+                       {"lr", lr},
+                       {"tgt_tokens_per_s", rate},
+                       {"elapsed_s", elapsed_before + since(session_start)}});
+          window_start = Clock::now();
+          window_loss = window_nll = 0;
+          window_tokens = window_steps = 0;
+        }
+      }
+      if (state_.step % t.eval_every == 0) {
+        evaluate_and_save();
+        if (t.patience > 0 && state_.evals_without_improvement >= t.patience) {
+          log::info("early stop: no improvement in {} evaluations (best step {})", t.patience,
+                    state_.best_step);
+          summary.early_stopped = true;
+          done = true;
+          break;
+        }
+      }
+      if (state_.step >= t.max_steps) {
+        done = true;
+        break;
+      }
+      if (g_stop_requested) {
+        summary.interrupted = true;
+        done = true;
+        break;
+      }
+    }
+    if (!done) {
+      ++state_.epoch;
+      state_.batch_in_epoch = 0;
+    }
+    if (t.max_epochs > 0 && state_.epoch >= t.max_epochs) done = true;
+  }
+  if (tty) std::fputc('\n', stderr);
+  if (summary.interrupted) {
+    state_.elapsed_seconds = elapsed_before + since(session_start);
+    save(ckpt_dir / "last");
+    log::info("interrupted at step {}: saved {}; run the same command to resume", state_.step,
+              (ckpt_dir / "last").string());
+  } else if (state_.step != last_saved_step || !fs::exists(ckpt_dir / "last", ec)) {
+    evaluate_and_save();
+  }
+  std::signal(SIGINT, old_int);
+  std::signal(SIGTERM, old_term);
+
+  summary.steps = state_.step;
+  summary.best_score = state_.best_score;
+  summary.best_step = state_.best_step;
+  summary.seconds = state_.elapsed_seconds;
+  const double session = since(session_start);
+  int64_t session_tokens = 0;
+  (void)start_step;
+  session_tokens = state_.target_tokens;
+  summary.target_tokens_per_second =
+      session > 0 ? session_tokens / std::max(state_.elapsed_seconds, 1e-9) : 0;
+  return summary;
+}
+
+TrainSummary train_command(const Config& config, const TrainOptions& options) {
+  std::error_code ec;
+  const fs::path saved = options.run_dir / "config.yaml";
+  if (fs::exists(options.run_dir / "checkpoints" / "last", ec) && fs::exists(saved, ec)) {
+    const Config before = load_config_file(saved);
+    std::vector<std::string> blocking;
+    for (const auto& key : changed_keys(before, config)) {
+      const bool allowed = key.rfind("train.", 0) == 0 || key.rfind("threads.", 0) == 0 ||
+                           key.rfind("decode.", 0) == 0 || key == "device";
+      if (allowed) {
+        log::info("resuming with {} changed: {} -> {}", key, config_value(before, key),
+                  config_value(config, key));
+      } else {
+        blocking.push_back(fmt::format("{} ({} in the run, {} now)", key, config_value(before, key),
+                                       config_value(config, key)));
+      }
+    }
+    HC_CHECK(blocking.empty(),
+             "{} holds a run with another config: {}. Use another --out, or the run's own config "
+             "({})",
+             options.run_dir.string(), fmt::join(blocking, ", "), saved.string());
+  }
+  fs::create_directories(options.run_dir);
+  Trainer trainer(config, options);
+  const auto s = trainer.run();
+  log::info("{} at step {}: best dev {} {:.2f} at step {}; {} of training, {:.0f} target tokens/s",
+            s.interrupted     ? "stopped"
+            : s.early_stopped ? "early-stopped"
+                              : "finished",
+            s.steps, config.train.best_metric,
+            config.train.best_metric == "bleu" ? s.best_score : -s.best_score, s.best_step,
+            duration(s.seconds), s.target_tokens_per_second);
+  return s;
+}
+
+}  // namespace headcount::train
