@@ -1,0 +1,356 @@
+// Training pieces: the schedule, batching, the loss, checkpoints, and whole runs of a tiny model
+// (overfitting a handful of sentences, resuming after SIGKILL).
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <torch/torch.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "headcount/common/check.h"
+#include "headcount/common/io.h"
+#include "headcount/data/vocab.h"
+#include "headcount/decode/search.h"
+#include "headcount/train/batching.h"
+#include "headcount/train/checkpoint.h"
+#include "headcount/train/loss.h"
+#include "headcount/train/schedule.h"
+#include "headcount/train/trainer.h"
+#include "test_util.h"
+
+namespace headcount {
+namespace {
+
+using testing::TempDir;
+
+TEST(Schedule, WarmupThenInverseSquareRoot) {
+  // Linear from init to peak over the warm-up.
+  EXPECT_DOUBLE_EQ(train::inverse_sqrt_lr(0, 1e-3, 100, 1e-7), 1e-7);
+  EXPECT_DOUBLE_EQ(train::inverse_sqrt_lr(50, 1e-3, 100, 0.0), 5e-4);
+  EXPECT_DOUBLE_EQ(train::inverse_sqrt_lr(100, 1e-3, 100, 1e-7), 1e-3);
+  // Then peak * sqrt(warmup / step): a quarter of the rate at 16x the warm-up.
+  EXPECT_DOUBLE_EQ(train::inverse_sqrt_lr(400, 1e-3, 100, 1e-7), 5e-4);
+  EXPECT_DOUBLE_EQ(train::inverse_sqrt_lr(1600, 1e-3, 100, 1e-7), 2.5e-4);
+  // Continuous at the end of the warm-up, decreasing after.
+  EXPECT_GT(train::inverse_sqrt_lr(100, 1e-3, 100, 0), train::inverse_sqrt_lr(101, 1e-3, 100, 0));
+}
+
+std::vector<train::Example> examples_of_lengths(const std::vector<std::pair<int, int>>& lens) {
+  std::vector<train::Example> out;
+  for (size_t i = 0; i < lens.size(); ++i) {
+    train::Example e;
+    e.src.assign(lens[i].first, 7);
+    e.tgt.assign(lens[i].second, 8);
+    e.id = static_cast<int64_t>(i);
+    out.push_back(e);
+  }
+  return out;
+}
+
+TEST(Batching, TokenBudgetLengthSortingAndCoverage) {
+  std::vector<std::pair<int, int>> lens;
+  for (int i = 0; i < 200; ++i) lens.push_back({1 + (i * 37) % 50, 1 + (i * 53) % 45});
+  const auto ex = examples_of_lengths(lens);
+  const auto batches = train::make_batches(ex, 256, 3);
+  std::vector<int> seen(ex.size(), 0);
+  for (const auto& b : batches) {
+    size_t longest = 0;
+    for (auto i : b) {
+      ++seen[i];
+      longest = std::max({longest, ex[i].src.size() + 1, ex[i].tgt.size() + 1});
+    }
+    EXPECT_LE(longest * b.size(), 256u);  // padded tokens within the budget
+  }
+  for (int s : seen) EXPECT_EQ(s, 1);  // every example exactly once
+  EXPECT_EQ(train::make_batches(ex, 256, 3), batches);  // deterministic
+  // Epoch orders are permutations, differ between epochs, repeat for the same epoch.
+  const auto o1 = train::epoch_order(static_cast<int64_t>(batches.size()), 3, 0);
+  const auto o2 = train::epoch_order(static_cast<int64_t>(batches.size()), 3, 1);
+  EXPECT_NE(o1, o2);
+  EXPECT_EQ(o1, train::epoch_order(static_cast<int64_t>(batches.size()), 3, 0));
+  auto sorted = o1;
+  std::sort(sorted.begin(), sorted.end());
+  for (size_t i = 0; i < sorted.size(); ++i) EXPECT_EQ(sorted[i], static_cast<int64_t>(i));
+  // A pair longer than the budget is a clear error.
+  EXPECT_THROW(train::make_batches(examples_of_lengths({{300, 2}}), 256, 1), Error);
+}
+
+TEST(Batching, CollateAddsEosBosAndPadding) {
+  std::vector<train::Example> ex(2);
+  ex[0].src = {10, 11};
+  ex[0].tgt = {20};
+  ex[1].src = {12};
+  ex[1].tgt = {21, 22, 23};
+  const auto b = train::collate(ex, {0, 1}, torch::kCPU);
+  using data::kBosId, data::kEosId, data::kPadId;
+  EXPECT_TRUE(torch::equal(b.src, torch::tensor({{10, 11, kEosId}, {12, kEosId, kPadId}}).to(torch::kInt64)));
+  EXPECT_TRUE(torch::equal(b.tgt_in, torch::tensor({{kBosId, 20, kPadId, kPadId}, {kBosId, 21, 22, 23}}).to(torch::kInt64)));
+  EXPECT_TRUE(torch::equal(b.tgt_out, torch::tensor({{20, kEosId, kPadId, kPadId}, {21, 22, 23, kEosId}}).to(torch::kInt64)));
+  EXPECT_EQ(b.tgt_tokens, 6);
+  EXPECT_EQ(b.src_tokens, 5);
+}
+
+TEST(Loss, LabelSmoothingByFormulaAndAgainstLibTorch) {
+  torch::manual_seed(0);
+  auto logits = torch::randn({2, 3, 6});
+  auto target = torch::tensor({{4, 5, data::kPadId}, {1, 4, 5}}).to(torch::kInt64);
+  const double eps = 0.1;
+  const auto ls = train::label_smoothed_loss(logits, target, eps);
+  EXPECT_EQ(ls.tokens, 5);
+  // By hand: (1 - eps) * -log p(y) + eps * mean_v -log p(v), over the 5 real tokens.
+  auto lp = torch::log_softmax(logits, -1);
+  double expect_loss = 0, expect_nll = 0;
+  for (int b = 0; b < 2; ++b) {
+    for (int t = 0; t < 3; ++t) {
+      const int64_t y = target[b][t].item<int64_t>();
+      if (y == data::kPadId) continue;
+      const double nll = -lp[b][t][y].item<double>();
+      expect_nll += nll;
+      expect_loss += (1 - eps) * nll + eps * -lp[b][t].mean().item<double>();
+    }
+  }
+  EXPECT_NEAR(ls.nll.item<double>(), expect_nll, 1e-4);
+  EXPECT_NEAR(ls.loss.item<double>(), expect_loss, 1e-4);
+  // LibTorch's own label-smoothed cross-entropy (sum, ignoring padding) agrees.
+  namespace F = torch::nn::functional;
+  const auto ref = F::cross_entropy(
+      logits.view({-1, 6}), target.view({-1}),
+      F::CrossEntropyFuncOptions().ignore_index(data::kPadId).label_smoothing(eps).reduction(torch::kSum));
+  EXPECT_NEAR(ls.loss.item<double>(), ref.item<double>(), 1e-4);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Whole runs on a tiny synthetic corpus: numbers spelled in Spanish -> English.
+
+const char* kEs[] = {"cero", "uno", "dos", "tres", "cuatro", "cinco", "seis", "siete", "ocho", "nueve"};
+const char* kEn[] = {"zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"};
+
+std::pair<std::vector<std::string>, std::vector<std::string>> number_pairs(int n, int offset) {
+  std::vector<std::string> es, en;
+  for (int i = 0; i < n; ++i) {
+    const int v = 100000 + ((i + offset) * 7919) % 900000;  // six digits: six words
+    std::string a, b;
+    for (char c : std::to_string(v)) {
+      a += std::string(a.empty() ? "" : " ") + kEs[c - '0'];
+      b += std::string(b.empty() ? "" : " ") + kEn[c - '0'];
+    }
+    es.push_back(a);
+    en.push_back(b);
+  }
+  return {es, en};
+}
+
+// A config for the synthetic corpus written into `dir`.
+Config tiny_run_config(const TempDir& dir, int train_pairs) {
+  auto [es, en] = number_pairs(train_pairs, 0);
+  auto [des, den] = number_pairs(8, 0);  // dev: sentences seen in training
+  io::write_lines_atomic(dir / "train.es", es);
+  io::write_lines_atomic(dir / "train.en", en);
+  io::write_lines_atomic(dir / "dev.es", des);
+  io::write_lines_atomic(dir / "dev.en", den);
+  io::write_lines_atomic(dir / "test.es", des);
+  io::write_lines_atomic(dir / "test.en", den);
+  Config c;
+  c.data.prepare = "none";
+  c.data.dir = dir.path().string();
+  c.data.test_extra_refs = {};
+  c.vocab.size = 40;
+  c.vocab.byte_fallback = false;
+  c.vocab.cache_dir = (dir / "vocab").string();
+  c.model.d_model = 32;
+  c.model.ffn_dim = 64;
+  c.model.encoder_layers = 1;
+  c.model.decoder_layers = 1;
+  c.model.heads = 2;
+  c.model.dropout = 0.0;
+  c.train.max_tokens = 256;
+  c.train.lr = 3e-3;
+  c.train.warmup_steps = 20;
+  c.train.max_steps = 300;
+  c.train.eval_every = 100;
+  c.train.log_every = 10;
+  c.train.patience = 0;
+  c.train.label_smoothing = 0.0;
+  c.decode.beam = 2;
+  return c;
+}
+
+TEST(Training, TinyModelLearnsToTranslateItsTrainingSentences) {
+  TempDir dir;
+  Config c = tiny_run_config(dir, 8);
+  c.model.d_model = 64;
+  c.model.ffn_dim = 128;
+  c.model.heads = 4;
+  train::TrainOptions o;
+  o.run_dir = dir / "run";
+  const auto s = train::train_command(c, o);
+  EXPECT_EQ(s.steps, 300);
+  // Dev = training sentences: translated exactly.
+  EXPECT_GT(s.best_score, 95.0);
+  // The last checkpoint decodes them with beam search too, through the public path.
+  const auto info = train::read_checkpoint_info(dir / "run" / "checkpoints" / "last");
+  auto m = train::load_model(info, torch::kCPU);
+  const auto vocab = data::Vocab::load(info.vocab.src_model);
+  auto [es, en] = number_pairs(8, 0);
+  std::vector<std::vector<int>> ids;
+  for (const auto& s : es) ids.push_back(vocab.encode(s));
+  decode::SearchOptions so;
+  so.beam = 3;
+  const auto out = decode::translate_ids(m, ids, so, 4, torch::kCPU);
+  int exact = 0;
+  for (size_t i = 0; i < out.size(); ++i) {
+    const auto got = vocab.decode(std::vector<int>(out[i].begin(), out[i].end()));
+    exact += got == en[i];
+    EXPECT_EQ(got, en[i]) << "beam 3, sentence " << i;
+  }
+  EXPECT_EQ(exact, 8);
+  // metrics.jsonl: train lines every 10 steps, eval lines every 100.
+  int train_lines = 0, eval_lines = 0;
+  for (const auto& line : io::read_lines(dir / "run" / "metrics.jsonl")) {
+    const auto j = nlohmann::json::parse(line);
+    train_lines += j["event"] == "train";
+    eval_lines += j["event"] == "eval";
+  }
+  EXPECT_EQ(train_lines, 30);
+  EXPECT_EQ(eval_lines, 3);
+}
+
+TEST(Checkpoint, RoundTripGivesIdenticalLogitsAndRejectsBadInput) {
+  TempDir dir;
+  Config c = tiny_run_config(dir, 32);
+  c.train.max_steps = 20;
+  c.train.eval_every = 20;
+  train::TrainOptions o;
+  o.run_dir = dir / "run";
+  train::Trainer trainer(c, o);
+  trainer.run();
+  const auto info = train::read_checkpoint_info(dir / "run" / "checkpoints" / "last");
+  EXPECT_EQ(info.state.step, 20);
+  EXPECT_EQ(info.architecture, trainer.model()->architecture());
+  auto loaded = train::load_model(info, torch::kCPU);
+  trainer.model()->eval();
+  loaded->eval();
+  auto src = torch::randint(4, info.src_vocab_size, {3, 5});
+  auto tgt = torch::randint(4, info.tgt_vocab_size, {3, 4});
+  EXPECT_TRUE(torch::equal(trainer.model()->forward(src, tgt), loaded->forward(src, tgt)));
+  // The weights file is a pickled dict that names every parameter.
+  const auto weights = train::load_weights_file(info.dir / "model.pt");
+  EXPECT_EQ(weights.size(), trainer.model()->parameters().size());
+
+  auto expect_error = [](const fs::path& p, const std::string& needle) {
+    try {
+      train::read_checkpoint_info(p);
+      ADD_FAILURE() << "no error for " << p;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  expect_error(dir / "nope", "not found");
+  // A corrupt weights file.
+  fs::copy(info.dir, dir / "corrupt", fs::copy_options::recursive);
+  std::ofstream(dir / "corrupt" / "model.pt") << "garbage";
+  auto cinfo = train::read_checkpoint_info(dir / "corrupt");
+  try {
+    train::load_model(cinfo, torch::kCPU);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("not a readable weights file"), std::string::npos);
+  }
+  // Missing pieces.
+  fs::copy(info.dir, dir / "partial", fs::copy_options::recursive);
+  fs::remove(dir / "partial" / "architecture.json");
+  expect_error(dir / "partial", "architecture.json is missing");
+}
+
+// The loss of every logged step, the last occurrence of each step winning.
+std::map<int64_t, double> train_losses(const fs::path& metrics) {
+  std::map<int64_t, double> out;
+  for (const auto& line : io::read_lines(metrics, {.allow_empty_file = true})) {
+    if (line.empty()) continue;
+    const auto j = nlohmann::json::parse(line);
+    if (j["event"] == "train") out[j["step"].get<int64_t>()] = j["loss"].get<double>();
+  }
+  return out;
+}
+
+TEST(Training, KilledRunResumesOnTheSameLossCurve) {
+  TempDir dir;
+  Config c = tiny_run_config(dir, 64);
+  c.model.dropout = 0.1;  // the resumed run must restore the random state too
+  c.train.max_steps = 120;
+  c.train.eval_every = 20;
+  c.train.log_every = 5;
+  save_config(c, dir / "config.yaml");
+  const std::string bin = HEADCOUNT_BINARY;
+  // Uninterrupted reference.
+  ASSERT_EQ(std::system(fmt::format("{} train {} --out {} >/dev/null 2>&1", bin,
+                                    (dir / "config.yaml").string(), (dir / "ref").string())
+                            .c_str()),
+            0);
+  // The same run, killed with SIGKILL after its second checkpoint, then resumed.
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    freopen("/dev/null", "w", stderr);
+    execl(bin.c_str(), bin.c_str(), "train", (dir / "config.yaml").c_str(), "--out",
+          (dir / "killed").c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  const fs::path state = dir / "killed" / "checkpoints" / "last" / "state.json";
+  bool killed = false;
+  for (int i = 0; i < 600 && !killed; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    std::error_code ec;
+    if (fs::exists(state, ec)) {
+      try {
+        if (nlohmann::json::parse(io::read_file(state))["step"].get<int64_t>() >= 40) {
+          kill(pid, SIGKILL);
+          killed = true;
+        }
+      } catch (...) {
+      }
+    }
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(killed) << "the run finished before it could be killed";
+  ASSERT_TRUE(WIFSIGNALED(status));
+  ASSERT_EQ(std::system(fmt::format("{} train {} --out {} >/dev/null 2>&1", bin,
+                                    (dir / "config.yaml").string(), (dir / "killed").string())
+                            .c_str()),
+            0);
+  const auto ref = train_losses(dir / "ref" / "metrics.jsonl");
+  const auto resumed = train_losses(dir / "killed" / "metrics.jsonl");
+  ASSERT_EQ(ref.size(), 24u);
+  ASSERT_EQ(resumed.size(), ref.size());
+  for (const auto& [step, loss] : ref) EXPECT_DOUBLE_EQ(resumed.at(step), loss) << "step " << step;
+}
+
+TEST(Training, RefusesToOverwriteAForeignFolderOrAnotherConfig) {
+  TempDir dir;
+  Config c = tiny_run_config(dir, 16);
+  c.train.max_steps = 5;
+  c.train.eval_every = 5;
+  save_config(c, dir / "a.yaml");
+  fs::create_directories(dir / "busy");
+  std::ofstream(dir / "busy" / "notes.txt") << "precious";
+  const std::string bin = HEADCOUNT_BINARY;
+  EXPECT_NE(std::system(fmt::format("{} train {} --out {} 2>/dev/null", bin, (dir / "a.yaml").string(),
+                                    (dir / "busy").string()).c_str()), 0);
+  EXPECT_EQ(io::read_file(dir / "busy" / "notes.txt"), "precious");
+  ASSERT_EQ(std::system(fmt::format("{} train {} --out {} >/dev/null 2>&1", bin,
+                                    (dir / "a.yaml").string(), (dir / "run").string()).c_str()), 0);
+  c.model.d_model = 48;
+  save_config(c, dir / "b.yaml");
+  EXPECT_NE(std::system(fmt::format("{} train {} --out {} 2>/dev/null", bin, (dir / "b.yaml").string(),
+                                    (dir / "run").string()).c_str()), 0);
+}
+
+}  // namespace
+}  // namespace headcount
