@@ -220,3 +220,24 @@ TEST(Transformer, SinusoidalPositionsByFormula) {
 
 }  // namespace
 }  // namespace headcount
+
+namespace headcount {
+namespace {
+
+// Runs only where LibTorch sees a GPU (the official CUDA build); skipped here.
+TEST(Cuda, ModelGivesTheSameLogitsOnGpuAndCpu) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  torch::manual_seed(6);
+  auto c = tiny_config();
+  model::Transformer m(c, model::Architecture::uniform(c), 20, 20);
+  m->eval();
+  auto src = torch::randint(4, 20, {2, 6});
+  auto tgt = torch::randint(4, 20, {2, 4});
+  auto cpu = m->forward(src, tgt);
+  m->to(torch::kCUDA);
+  auto gpu = m->forward(src.to(torch::kCUDA), tgt.to(torch::kCUDA)).to(torch::kCPU);
+  EXPECT_TRUE(torch::allclose(cpu, gpu, 1e-4, 1e-4));
+}
+
+}  // namespace
+}  // namespace headcount

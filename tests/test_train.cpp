@@ -67,7 +67,7 @@ TEST(Batching, TokenBudgetLengthSortingAndCoverage) {
     }
     EXPECT_LE(longest * b.size(), 256u);  // padded tokens within the budget
   }
-  for (int s : seen) EXPECT_EQ(s, 1);  // every example exactly once
+  for (int s : seen) EXPECT_EQ(s, 1);                   // every example exactly once
   EXPECT_EQ(train::make_batches(ex, 256, 3), batches);  // deterministic
   // Epoch orders are permutations, differ between epochs, repeat for the same epoch.
   const auto o1 = train::epoch_order(static_cast<int64_t>(batches.size()), 3, 0);
@@ -89,9 +89,14 @@ TEST(Batching, CollateAddsEosBosAndPadding) {
   ex[1].tgt = {21, 22, 23};
   const auto b = train::collate(ex, {0, 1}, torch::kCPU);
   using data::kBosId, data::kEosId, data::kPadId;
-  EXPECT_TRUE(torch::equal(b.src, torch::tensor({{10, 11, kEosId}, {12, kEosId, kPadId}}).to(torch::kInt64)));
-  EXPECT_TRUE(torch::equal(b.tgt_in, torch::tensor({{kBosId, 20, kPadId, kPadId}, {kBosId, 21, 22, 23}}).to(torch::kInt64)));
-  EXPECT_TRUE(torch::equal(b.tgt_out, torch::tensor({{20, kEosId, kPadId, kPadId}, {21, 22, 23, kEosId}}).to(torch::kInt64)));
+  EXPECT_TRUE(torch::equal(
+      b.src, torch::tensor({{10, 11, kEosId}, {12, kEosId, kPadId}}).to(torch::kInt64)));
+  EXPECT_TRUE(torch::equal(
+      b.tgt_in,
+      torch::tensor({{kBosId, 20, kPadId, kPadId}, {kBosId, 21, 22, 23}}).to(torch::kInt64)));
+  EXPECT_TRUE(torch::equal(
+      b.tgt_out,
+      torch::tensor({{20, kEosId, kPadId, kPadId}, {21, 22, 23, kEosId}}).to(torch::kInt64)));
   EXPECT_EQ(b.tgt_tokens, 6);
   EXPECT_EQ(b.src_tokens, 5);
 }
@@ -119,17 +124,21 @@ TEST(Loss, LabelSmoothingByFormulaAndAgainstLibTorch) {
   EXPECT_NEAR(ls.loss.item<double>(), expect_loss, 1e-4);
   // LibTorch's own label-smoothed cross-entropy (sum, ignoring padding) agrees.
   namespace F = torch::nn::functional;
-  const auto ref = F::cross_entropy(
-      logits.view({-1, 6}), target.view({-1}),
-      F::CrossEntropyFuncOptions().ignore_index(data::kPadId).label_smoothing(eps).reduction(torch::kSum));
+  const auto ref = F::cross_entropy(logits.view({-1, 6}), target.view({-1}),
+                                    F::CrossEntropyFuncOptions()
+                                        .ignore_index(data::kPadId)
+                                        .label_smoothing(eps)
+                                        .reduction(torch::kSum));
   EXPECT_NEAR(ls.loss.item<double>(), ref.item<double>(), 1e-4);
 }
 
 // ---------------------------------------------------------------------------------------------
 // Whole runs on a tiny synthetic corpus: numbers spelled in Spanish -> English.
 
-const char* kEs[] = {"cero", "uno", "dos", "tres", "cuatro", "cinco", "seis", "siete", "ocho", "nueve"};
-const char* kEn[] = {"zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"};
+const char* kEs[] = {"cero",  "uno",  "dos",   "tres", "cuatro",
+                     "cinco", "seis", "siete", "ocho", "nueve"};
+const char* kEn[] = {"zero", "one", "two",   "three", "four",
+                     "five", "six", "seven", "eight", "nine"};
 
 std::pair<std::vector<std::string>, std::vector<std::string>> number_pairs(int n, int offset) {
   std::vector<std::string> es, en;
@@ -341,15 +350,56 @@ TEST(Training, RefusesToOverwriteAForeignFolderOrAnotherConfig) {
   fs::create_directories(dir / "busy");
   std::ofstream(dir / "busy" / "notes.txt") << "precious";
   const std::string bin = HEADCOUNT_BINARY;
-  EXPECT_NE(std::system(fmt::format("{} train {} --out {} 2>/dev/null", bin, (dir / "a.yaml").string(),
-                                    (dir / "busy").string()).c_str()), 0);
+  EXPECT_NE(std::system(fmt::format("{} train {} --out {} 2>/dev/null", bin,
+                                    (dir / "a.yaml").string(), (dir / "busy").string())
+                            .c_str()),
+            0);
   EXPECT_EQ(io::read_file(dir / "busy" / "notes.txt"), "precious");
   ASSERT_EQ(std::system(fmt::format("{} train {} --out {} >/dev/null 2>&1", bin,
-                                    (dir / "a.yaml").string(), (dir / "run").string()).c_str()), 0);
+                                    (dir / "a.yaml").string(), (dir / "run").string())
+                            .c_str()),
+            0);
   c.model.d_model = 48;
   save_config(c, dir / "b.yaml");
-  EXPECT_NE(std::system(fmt::format("{} train {} --out {} 2>/dev/null", bin, (dir / "b.yaml").string(),
-                                    (dir / "run").string()).c_str()), 0);
+  EXPECT_NE(std::system(fmt::format("{} train {} --out {} 2>/dev/null", bin,
+                                    (dir / "b.yaml").string(), (dir / "run").string())
+                            .c_str()),
+            0);
+}
+
+}  // namespace
+}  // namespace headcount
+
+namespace headcount {
+namespace {
+
+TEST(Training, ArchitectureFromTrainsAPrunedLayoutFromScratch) {
+  TempDir dir;
+  Config c = tiny_run_config(dir, 16);
+  c.model.encoder_layers = 2;
+  c.train.max_steps = 4;
+  c.train.eval_every = 4;
+  train::TrainOptions o;
+  o.run_dir = dir / "full";
+  train::train_command(c, o);
+  // A "pruned" architecture: encoder layer 0 keeps 1 head, layer 1 none; the decoder's
+  // encoder-decoder attention none.
+  const fs::path ckpt = dir / "pruned";
+  fs::copy(dir / "full" / "checkpoints" / "last", ckpt, fs::copy_options::recursive);
+  auto arch = nlohmann::json::parse(io::read_file(ckpt / "architecture.json"));
+  arch["enc_self"] = {1, 0};
+  arch["enc_dec"] = {0};
+  io::write_file_atomic(ckpt / "architecture.json", arch.dump());
+  o.run_dir = dir / "scratch";
+  o.architecture_from = ckpt;
+  const auto s = train::train_command(c, o);
+  EXPECT_EQ(s.steps, 4);
+  const auto info = train::read_checkpoint_info(dir / "scratch" / "checkpoints" / "last");
+  EXPECT_EQ(info.architecture.enc_self, (std::vector<int64_t>{1, 0}));
+  EXPECT_EQ(info.architecture.enc_dec, (std::vector<int64_t>{0}));
+  EXPECT_EQ(info.architecture.summary(), "1/2/0");
+  auto m = train::load_model(info, torch::kCPU);
+  EXPECT_EQ(m->encoder_layers[1]->self_attn->num_heads(), 0);
 }
 
 }  // namespace

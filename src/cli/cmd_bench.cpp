@@ -9,6 +9,13 @@
 
 #include "commands.h"
 #include "headcount/common/runtime.h"
+#include "headcount/data/corpus.h"
+#include "headcount/decode/search.h"
+#include "headcount/model/transformer.h"
+#include "headcount/train/checkpoint.h"
+#include "headcount/train/loss.h"
+
+#include <nlohmann/json.hpp>
 
 namespace headcount::cli {
 namespace {
@@ -88,6 +95,142 @@ void bench_threads(const ThreadsArgs& a) {
   }
 }
 
+struct TrainBenchArgs {
+  int d_model = 256, layers = 6, heads = 8, ffn = 1024, vocab = 8000;
+  int sentences = 64, length = 32;  // 2048 target tokens a step
+  int steps = 5, warmup = 2;
+  bool json = false;
+};
+
+// FLOPs of one training step: 3x the forward matmuls (forward, and backward's two products).
+double train_step_flops(const TrainBenchArgs& a) {
+  const double B = a.sentences, L = a.length, D = a.d_model, F = a.ffn, V = a.vocab, N = a.layers;
+  const double tokens = B * L;
+  // Per layer and token: attention projections 4 D^2, feed-forward 2 D F (multiply-adds).
+  const double enc = N * tokens * (4 * D * D + 2 * D * F) + N * B * 2 * L * L * D;
+  const double dec = N * tokens * (8 * D * D + 2 * D * F) + N * B * 4 * L * L * D;
+  const double out = tokens * D * V;
+  return 3.0 * 2.0 * (enc + dec + out);
+}
+
+double matmul_peak_gflops() {
+  torch::NoGradGuard g;
+  const int64_t n = 2048;
+  auto a = torch::randn({n, n}), b = torch::randn({n, n});
+  auto c = torch::mm(a, b);
+  double best = 1e30;
+  for (int i = 0; i < 3; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    c = torch::mm(a, b);
+    best = std::min(best,
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return 2.0 * n * n * n / best / 1e9;
+}
+
+void bench_train(const TrainBenchArgs& a, const Config& config) {
+  runtime::apply_threads(config.threads);
+  torch::manual_seed(1);
+  ModelConfig mc;
+  mc.d_model = a.d_model;
+  mc.ffn_dim = a.ffn;
+  mc.encoder_layers = mc.decoder_layers = a.layers;
+  mc.heads = a.heads;
+  // The dropouts of PyTorch's nn.Transformer (the peer): sublayer, attention and activation.
+  mc.dropout = 0.1;
+  mc.attention_dropout = 0.1;
+  mc.activation_dropout = 0.1;
+  model::Transformer m(mc, model::Architecture::uniform(mc), a.vocab, a.vocab);
+  m->train();
+  torch::optim::Adam adam(m->parameters(),
+                          torch::optim::AdamOptions(1e-4).betas({0.9, 0.98}).eps(1e-9));
+  auto src = torch::randint(4, a.vocab, {a.sentences, a.length});
+  auto tgt_in = torch::randint(4, a.vocab, {a.sentences, a.length});
+  auto tgt_out = torch::randint(4, a.vocab, {a.sentences, a.length});
+  auto step = [&] {
+    adam.zero_grad();
+    auto ls = train::label_smoothed_loss(m->forward(src, tgt_in), tgt_out, 0.1);
+    (ls.loss / static_cast<double>(ls.tokens)).backward();
+    adam.step();
+  };
+  for (int i = 0; i < a.warmup; ++i) step();
+  std::vector<double> times;
+  for (int i = 0; i < a.steps; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    step();
+    times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(times.begin(), times.end());
+  const double median = times[times.size() / 2];
+  const double tokens = static_cast<double>(a.sentences) * a.length;
+  const double flops = train_step_flops(a);
+  const double peak = matmul_peak_gflops();
+  const double achieved = flops / median / 1e9;
+  if (a.json) {
+    nlohmann::ordered_json j = {{"impl", "headcount"},
+                                {"tokens_per_step", tokens},
+                                {"step_seconds_median", median},
+                                {"step_seconds_min", times.front()},
+                                {"step_seconds_max", times.back()},
+                                {"target_tokens_per_s", tokens / median},
+                                {"gflop_per_step", flops / 1e9},
+                                {"achieved_gflops", achieved},
+                                {"matmul_peak_gflops", peak},
+                                {"fraction_of_peak", achieved / peak},
+                                {"intra_op_threads", at::get_num_threads()}};
+    std::printf("%s\n", j.dump().c_str());
+    return;
+  }
+  std::printf(
+      "headcount Transformer d=%d ffn=%d %d+%d layers %d heads vocab %d, %d x %d target tokens\n",
+      a.d_model, a.ffn, a.layers, a.layers, a.heads, a.vocab, a.sentences, a.length);
+  std::printf("step time: median %.3f s (min %.3f, max %.3f) over %d steps\n", median,
+              times.front(), times.back(), a.steps);
+  std::printf("target tokens/s: %.0f\n", tokens / median);
+  std::printf(
+      "FLOPs per step: %.1f GFLOP -> %.1f GFLOP/s; matmul peak measured now (sgemm 2048): "
+      "%.1f GFLOP/s; fraction of peak: %.0f%%\n",
+      flops / 1e9, achieved, peak, 100.0 * achieved / peak);
+}
+
+struct DecodeBenchArgs {
+  std::string checkpoint;
+  int sentences = 0;  // 0: the whole dev set
+  std::vector<int> beams = {1, 4};
+};
+
+// Sentences per second on the dev set of the checkpoint's data config, for each beam size.
+void bench_decode(const DecodeBenchArgs& a) {
+  const auto info = train::read_checkpoint_info(a.checkpoint);
+  const Config& c = info.config;
+  runtime::apply_threads(c.threads);
+  const auto device = runtime::resolve_device(c.device);
+  auto m = train::load_model(info, device);
+  m->eval();
+  const auto src_vocab = data::Vocab::load(info.vocab.src_model);
+  const auto corpus = data::load_corpus(c.data);
+  std::vector<std::vector<int>> ids;
+  for (const auto& s : corpus.dev.src) {
+    if (a.sentences > 0 && static_cast<int>(ids.size()) >= a.sentences) break;
+    ids.push_back(src_vocab.encode(s));
+  }
+  std::printf("checkpoint %s (heads %s), %zu dev sentences, batch %d, %d intra-op threads\n",
+              a.checkpoint.c_str(), info.architecture.summary().c_str(), ids.size(),
+              c.decode.batch_size, at::get_num_threads());
+  std::printf("%-6s %12s %14s %10s\n", "beam", "sentences/s", "out tokens/s", "seconds");
+  for (int beam : a.beams) {
+    auto o = decode::SearchOptions::from(c.decode);
+    o.beam = beam;
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto out = decode::translate_ids(m, ids, o, c.decode.batch_size, device);
+    const double secs =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    size_t tokens = 0;
+    for (const auto& x : out) tokens += x.size() + 1;
+    std::printf("%-6d %12.1f %14.0f %10.1f\n", beam, ids.size() / secs, tokens / secs, secs);
+  }
+}
+
 }  // namespace
 
 void add_bench_command(CLI::App& app) {
@@ -109,6 +252,34 @@ void add_bench_command(CLI::App& app) {
   threads->add_option("--tokens", a->tokens, "Target tokens per step")->capture_default_str();
   threads->add_option("--repeats", a->repeats)->check(CLI::Range(1, 100))->capture_default_str();
   threads->callback([a] { bench_threads(*a); });
+
+  auto t = std::make_shared<TrainBenchArgs>();
+  auto targs = std::make_shared<ConfigArgs>();
+  auto* train = cmd->add_subcommand(
+      "train", "Training-step speed of headcount's Transformer: tokens/s, FLOPs, share of peak");
+  add_config_args(train, *targs);
+  train->add_option("--d-model", t->d_model)->capture_default_str();
+  train->add_option("--layers", t->layers)->capture_default_str();
+  train->add_option("--heads", t->heads)->capture_default_str();
+  train->add_option("--ffn", t->ffn)->capture_default_str();
+  train->add_option("--vocab", t->vocab)->capture_default_str();
+  train->add_option("--sentences", t->sentences)->capture_default_str();
+  train->add_option("--length", t->length)->capture_default_str();
+  train->add_option("--steps", t->steps)->check(CLI::Range(1, 100000))->capture_default_str();
+  train->add_option("--warmup", t->warmup)->capture_default_str();
+  train->add_flag("--json", t->json, "One JSON line");
+  auto d = std::make_shared<DecodeBenchArgs>();
+  auto* dec = cmd->add_subcommand("decode", "Decoding speed (greedy and beam) on the dev set");
+  dec->add_option("--checkpoint", d->checkpoint, "Checkpoint folder")->required();
+  dec->add_option("--sentences", d->sentences, "Dev sentences (0: all)")->capture_default_str();
+  dec->add_option("--beams", d->beams, "Beam sizes to measure")->capture_default_str();
+  dec->callback([d] { bench_decode(*d); });
+
+  train->callback([t, targs] {
+    Config config;
+    if (!resolve_config(*targs, &config)) return;
+    bench_train(*t, config);
+  });
 }
 
 }  // namespace headcount::cli

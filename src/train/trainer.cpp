@@ -1,5 +1,6 @@
 #include "headcount/train/trainer.h"
 
+#include <ATen/autocast_mode.h>
 #include <torch/torch.h>
 #include <unistd.h>
 
@@ -23,6 +24,26 @@ namespace headcount::train {
 namespace {
 
 std::atomic<bool> g_stop_requested{false};
+
+// bf16 autocast around the forward pass (CUDA only; LibTorch's autocast covers CUDA ops).
+class AutocastScope {
+ public:
+  explicit AutocastScope(bool enabled) : enabled_(enabled) {
+    if (enabled_) {
+      at::autocast::set_autocast_gpu_dtype(at::kBFloat16);
+      at::autocast::set_enabled(true);
+    }
+  }
+  ~AutocastScope() {
+    if (enabled_) {
+      at::autocast::set_enabled(false);
+      at::autocast::clear_cache();
+    }
+  }
+
+ private:
+  bool enabled_;
+};
 
 extern "C" void request_stop(int) {
   if (g_stop_requested.exchange(true)) std::_Exit(130);  // a second signal stops at once
@@ -76,6 +97,9 @@ std::vector<torch::Tensor> Trainer::trainable_parameters() {
 void Trainer::prepare() {
   runtime::apply_threads(config_.threads);
   device_ = runtime::resolve_device(config_.device);
+  use_bf16_ = config_.train.bf16 && device_.is_cuda();
+  if (config_.train.bf16 && !device_.is_cuda())
+    log::warn("train.bf16 is for CUDA; ignored on {}", device_.str());
   torch::manual_seed(static_cast<uint64_t>(config_.seed));
   corpus_ = data::load_corpus(config_.data);
   log::info("data: {} training pairs ({}), {} dev", corpus_.train.size(),
@@ -298,8 +322,12 @@ TrainSummary Trainer::run() {
         const int64_t pos = state_.batch_in_epoch++;
         if (pos % options_.world_size != options_.rank) continue;
         const Batch b = collate(train_, batches_[order[pos]], device_);
-        const auto ls =
-            label_smoothed_loss(model_->forward(b.src, b.tgt_in), b.tgt_out, t.label_smoothing);
+        torch::Tensor logits;
+        {
+          AutocastScope autocast(use_bf16_);
+          logits = model_->forward(b.src, b.tgt_in);
+        }
+        const auto ls = label_smoothed_loss(logits, b.tgt_out, t.label_smoothing);
         ls.loss.backward();
         tokens += ls.tokens;
         loss_sum += ls.loss.item<double>();

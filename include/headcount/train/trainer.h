@@ -92,6 +92,7 @@ class Trainer {
   model::Transformer model_{nullptr};
   std::unique_ptr<torch::optim::Adam> optimizer_;
   TrainState state_;
+  bool use_bf16_ = false;
 };
 
 // `headcount train`: starts a run in `run_dir`, or resumes it from its `last` checkpoint.
