@@ -404,3 +404,44 @@ TEST(Training, ArchitectureFromTrainsAPrunedLayoutFromScratch) {
 
 }  // namespace
 }  // namespace headcount
+
+namespace headcount {
+namespace {
+
+TEST(Checkpoint, PythonTorchLoadReadsTheWeights) {
+  if (std::system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") != 0) {
+    if (testing::running_in_ci()) FAIL() << "python3-torch missing: the set-up must install it";
+    GTEST_SKIP() << "Debian's python3-torch is not installed";
+  }
+  TempDir dir;
+  Config c = tiny_run_config(dir, 16);
+  c.train.max_steps = 2;
+  c.train.eval_every = 2;
+  train::TrainOptions o;
+  o.run_dir = dir / "run";
+  train::Trainer trainer(c, o);
+  trainer.run();
+  const fs::path weights = dir / "run" / "checkpoints" / "last" / "model.pt";
+  const std::string script = fmt::format(
+      "import torch\n"
+      "d = torch.load('{}')\n"
+      "assert isinstance(d, dict)\n"
+      "print(len(d), tuple(d['decoder.0.cross_attn.in_proj_weight'].shape), "
+      "float(d['src_embed.weight'].sum()))\n",
+      weights.string());
+  io::write_file_atomic(dir / "check.py", script);
+  FILE* p = popen(fmt::format("/usr/bin/python3 {} 2>&1", (dir / "check.py").string()).c_str(), "r");
+  char buf[512] = {0};
+  const size_t n = fread(buf, 1, sizeof(buf) - 1, p);
+  ASSERT_EQ(pclose(p), 0) << std::string(buf, n);
+  const auto m = trainer.model();
+  const std::string expected = fmt::format(
+      "{} (96, 32) ", m->parameters().size());
+  EXPECT_EQ(std::string(buf, n).rfind(expected, 0), 0u) << std::string(buf, n);
+  // The sum Python sees is the sum of the C++ tensor.
+  const double sum = std::stod(std::string(buf, n).substr(expected.size()));
+  EXPECT_NEAR(sum, m->src_embed->weight.sum().item<double>(), 1e-3);
+}
+
+}  // namespace
+}  // namespace headcount
