@@ -1,0 +1,61 @@
+// Hard-Concrete gates (Louizos et al. 2018), one per attention head, as Voita et al. (2019) use
+// them to prune heads. Depends on nothing but tensors, so it is tested alone.
+//
+// With temperature beta, stretch limits (l, r) and eps (METHODS.md §1):
+//   training sample   u ~ U(eps, 1 - eps), s = sigmoid((log u - log(1 - u) + log_alpha) / beta),
+//                     g = clamp(s (r - l) + l, 0, 1)
+//   P(gate != 0)      P_open = sigmoid(log_alpha - beta log(-l / r))   (the relaxed L0 norm)
+//   eval gate         g = clamp(sigmoid(log_alpha) (r - l) + l, 0, 1): exactly 0 for
+//                     log_alpha <= log(-l / r), exactly 1 for log_alpha >= log((1 - l) / (r - 1))
+// A head is pruned when its eval gate is 0.
+#pragma once
+
+#include <torch/nn/module.h>
+#include <torch/nn/pimpl.h>
+#include <torch/types.h>
+
+#include <string>
+
+namespace headcount::prune {
+
+struct HardConcreteOptions {
+  // Temperature: Voita et al.'s code uses 0.33; Louizos et al. and CoFi 2/3.
+  double temperature = 0.33;
+  double stretch_low = -0.1;  // l
+  double stretch_high = 1.1;  // r
+  double eps = 1e-6;
+  // Initial log_alpha. 3.0 >= log(11) opens every eval gate fully, so the gated model computes
+  // exactly what the converged model did at step 0 (Voita's code starts near 0 instead, which
+  // halves every head at once; CoFi starts at 10).
+  double init_log_alpha = 3.0;
+  // "head": one draw per head per batch, shared by its examples (Voita's code);
+  // "example": one draw per head per example.
+  std::string noise = "head";
+};
+
+class HardConcreteGateImpl : public torch::nn::Module {
+ public:
+  HardConcreteGateImpl(int64_t num_heads, HardConcreteOptions options = {});
+
+  // Training: a sample, [H] (noise "head") or [batch, H] (noise "example"). Eval: the
+  // deterministic gate [H].
+  torch::Tensor forward(int64_t batch);
+  torch::Tensor sample(int64_t batch);
+  torch::Tensor eval_gate() const;
+  torch::Tensor p_open() const;
+  // Sum over heads of P_open (differentiable in log_alpha).
+  torch::Tensor penalty() const;
+  int64_t num_heads() const { return log_alpha.size(0); }
+  const HardConcreteOptions& options() const { return options_; }
+  // log_alpha at and below which the eval gate is exactly 0, and at and above which it is 1.
+  double closed_threshold() const;
+  double open_threshold() const;
+
+  torch::Tensor log_alpha;  // [H]
+
+ private:
+  HardConcreteOptions options_;
+};
+TORCH_MODULE(HardConcreteGate);
+
+}  // namespace headcount::prune

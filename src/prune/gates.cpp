@@ -1,0 +1,65 @@
+#include "headcount/prune/gates.h"
+
+#include <torch/torch.h>
+
+#include <cmath>
+
+#include "headcount/common/check.h"
+
+namespace headcount::prune {
+
+HardConcreteGateImpl::HardConcreteGateImpl(int64_t num_heads, HardConcreteOptions options)
+    : options_(std::move(options)) {
+  HC_CHECK(num_heads >= 0, "a gate needs a non-negative number of heads, got {}", num_heads);
+  HC_CHECK(options_.stretch_low < 0 && options_.stretch_high > 1,
+           "hard-concrete stretch limits must satisfy l < 0 < 1 < r, got ({}, {})",
+           options_.stretch_low, options_.stretch_high);
+  HC_CHECK(options_.temperature > 0, "hard-concrete temperature must be positive, got {}",
+           options_.temperature);
+  HC_CHECK(options_.noise == "head" || options_.noise == "example",
+           "gate noise must be 'head' or 'example', got '{}'", options_.noise);
+  log_alpha = register_parameter("log_alpha", torch::full({num_heads}, options_.init_log_alpha));
+}
+
+double HardConcreteGateImpl::closed_threshold() const {
+  return std::log(-options_.stretch_low / options_.stretch_high);
+}
+
+double HardConcreteGateImpl::open_threshold() const {
+  return std::log((1.0 - options_.stretch_low) / (options_.stretch_high - 1.0));
+}
+
+torch::Tensor HardConcreteGateImpl::sample(int64_t batch) {
+  const double l = options_.stretch_low, r = options_.stretch_high, eps = options_.eps;
+  const bool per_example = options_.noise == "example";
+  std::vector<int64_t> shape =
+      per_example ? std::vector<int64_t>{batch, num_heads()} : std::vector<int64_t>{num_heads()};
+  auto u = torch::rand(shape, log_alpha.options().requires_grad(false)) * (1 - 2 * eps) + eps;
+  auto s = torch::sigmoid((torch::log(u) - torch::log(1 - u) + log_alpha) / options_.temperature);
+  return torch::clamp(s * (r - l) + l, 0.0, 1.0);
+}
+
+torch::Tensor HardConcreteGateImpl::eval_gate() const {
+  const double l = options_.stretch_low, r = options_.stretch_high;
+  auto g = torch::clamp(torch::sigmoid(log_alpha) * (r - l) + l, 0.0, 1.0);
+  // Exact 0 and 1 beyond the thresholds, whatever the rounding of the formula there.
+  g = torch::where(log_alpha <= closed_threshold(), torch::zeros_like(g), g);
+  g = torch::where(log_alpha >= open_threshold(), torch::ones_like(g), g);
+  return g;
+}
+
+torch::Tensor HardConcreteGateImpl::p_open() const {
+  const double shift =
+      options_.temperature * std::log(-options_.stretch_low / options_.stretch_high);
+  return torch::sigmoid(log_alpha - shift);
+}
+
+torch::Tensor HardConcreteGateImpl::penalty() const {
+  return p_open().sum();
+}
+
+torch::Tensor HardConcreteGateImpl::forward(int64_t batch) {
+  return is_training() ? sample(batch) : eval_gate();
+}
+
+}  // namespace headcount::prune
