@@ -5,6 +5,7 @@
 
 #include <functional>
 #include <optional>
+#include <algorithm>
 #include <regex>
 #include <set>
 
@@ -87,6 +88,15 @@ std::vector<std::string> convert<std::vector<std::string>>(const YAML::Node& n) 
   return out;
 }
 
+template <>
+std::vector<double> convert<std::vector<double>>(const YAML::Node& n) {
+  if (n.IsNull()) return {};
+  if (!n.IsSequence()) throw ValueError{"expected a list of numbers, got " + describe(n)};
+  std::vector<double> out;
+  for (const auto& item : n) out.push_back(convert<double>(item));
+  return out;
+}
+
 template <typename T>
 YAML::Node to_node(const T& v) {
   return YAML::Node(v);
@@ -114,6 +124,20 @@ Validator<std::string> one_of(std::vector<std::string> choices) {
       if (c == v) return std::nullopt;
     }
     return fmt::format("expected one of {}, got '{}'", fmt::join(choices, ", "), v);
+  };
+}
+
+Validator<std::vector<std::string>> subset_of(std::vector<std::string> choices) {
+  return [choices](const std::vector<std::string>& v) -> std::optional<std::string> {
+    for (size_t i = 0; i < v.size(); ++i) {
+      if (std::find(choices.begin(), choices.end(), v[i]) == choices.end()) {
+        return fmt::format("expected a list of {}, got '{}'", fmt::join(choices, ", "), v[i]);
+      }
+      for (size_t k = 0; k < i; ++k) {
+        if (v[k] == v[i]) return fmt::format("'{}' is listed twice", v[i]);
+      }
+    }
+    return std::nullopt;
   };
 }
 
@@ -290,6 +314,43 @@ const std::vector<Field>& schema() {
                     range(0.0, 1000.0), "see decode.max_len_offset"),
       field<int>("decode.batch_size", "int", HC_ACCESS(decode.batch_size), range(1, 100000),
                  "sentences decoded together"),
+      field<std::string>("prune.init_from", "path", HC_ACCESS(prune.init_from), any<std::string>(),
+                         "converged checkpoint to fine-tune with gates (required by prune)"),
+      field<std::vector<std::string>>("prune.attention", "list", HC_ACCESS(prune.attention),
+                                      subset_of({"enc_self", "dec_self", "enc_dec"}),
+                                      "attention types that get gates"),
+      field<std::vector<std::string>>("prune.train_parts", "list", HC_ACCESS(prune.train_parts),
+                                      subset_of({"encoder", "decoder", "embeddings"}),
+                                      "parts trained besides the gates; [] = gates only"),
+      field<double>("prune.lambda", "float", HC_ACCESS(prune.lambda), range(0.0, 1e6),
+                    "coefficient of the L0 penalty (constant and linear schedules)"),
+      field<std::string>("prune.lambda_schedule", "string", HC_ACCESS(prune.lambda_schedule),
+                         one_of({"constant", "linear", "piecewise"}), "how lambda changes with the step"),
+      field<int>("prune.lambda_warmup_steps", "int", HC_ACCESS(prune.lambda_warmup_steps),
+                 range(0, INT32_MAX), "linear schedule: steps from 0 to prune.lambda"),
+      field<std::vector<double>>("prune.lambda_steps", "list of numbers", HC_ACCESS(prune.lambda_steps),
+                                 any<std::vector<double>>(), "piecewise schedule: change points"),
+      field<std::vector<double>>("prune.lambda_values", "list of numbers", HC_ACCESS(prune.lambda_values),
+                                 any<std::vector<double>>(), "piecewise schedule: values from each change point"),
+      field<std::string>("prune.penalty_norm", "string", HC_ACCESS(prune.penalty_norm),
+                         one_of({"sum", "layer_mean"}),
+                         "sum of P_open over heads (paper) or mean over gated layers (Voita's code)"),
+      field<int>("prune.target_heads", "int", HC_ACCESS(prune.target_heads), range(0, 1000000),
+                 "keep exactly this many gated heads (Lagrangian target mode); 0 = off"),
+      field<int>("prune.target_warmup_steps", "int", HC_ACCESS(prune.target_warmup_steps),
+                 range(0, INT32_MAX), "steps over which the target is ramped"),
+      field<double>("prune.lagrangian_lr", "float", HC_ACCESS(prune.lagrangian_lr), range(0.0, 100.0),
+                    "learning rate of the Lagrange multipliers (gradient ascent)"),
+      field<double>("prune.temperature", "float", HC_ACCESS(prune.temperature), range(1e-3, 100.0),
+                    "Hard-Concrete temperature beta (Voita's code 0.33; Louizos, CoFi 2/3)"),
+      field<double>("prune.stretch_low", "float", HC_ACCESS(prune.stretch_low), range(-10.0, -1e-6),
+                    "Hard-Concrete stretch limit l"),
+      field<double>("prune.stretch_high", "float", HC_ACCESS(prune.stretch_high), range(1.000001, 10.0),
+                    "Hard-Concrete stretch limit r"),
+      field<double>("prune.init_log_alpha", "float", HC_ACCESS(prune.init_log_alpha), range(-100.0, 100.0),
+                    "initial log_alpha; >= ln((1-l)/(r-1)) leaves the converged model unchanged"),
+      field<std::string>("prune.noise", "string", HC_ACCESS(prune.noise), one_of({"head", "example"}),
+                         "one gate draw per head per batch, or per head per example"),
   };
   return fields;
 }

@@ -120,7 +120,8 @@ void replace_directory(const fs::path& tmp, const fs::path& dst) {
 
 void save_checkpoint(const fs::path& dir, model::Transformer& model,
                      torch::optim::Optimizer* optimizer, const TrainState& state,
-                     const Config& config, const data::VocabFiles& vocab) {
+                     const Config& config, const data::VocabFiles& vocab,
+                     const std::function<void(const fs::path&)>& extra) {
   fs::create_directories(dir.parent_path());
   const fs::path tmp = temp_sibling(dir);
   std::error_code ec;
@@ -148,6 +149,7 @@ void save_checkpoint(const fs::path& dir, model::Transformer& model,
                          {"headcount_version", HEADCOUNT_VERSION},
                          {"torch_load", "torch.load('model.pt') gives a dict name -> tensor"}};
   io::write_file_atomic(tmp / "meta.json", meta.dump(2) + "\n");
+  if (extra) extra(tmp);
   replace_directory(tmp, dir);
 }
 

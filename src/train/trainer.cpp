@@ -84,8 +84,19 @@ std::vector<Example> encode_pairs(const data::ParallelText& text, const data::Vo
 }
 
 Trainer::Trainer(Config config, TrainOptions options)
-    : config_(std::move(config)), options_(std::move(options)) {
+    : config_(std::move(config)), options_(std::move(options)) {}
+
+void Trainer::init() {
+  if (ready_) return;
   prepare();
+  on_model_ready();
+  const auto& t = config_.train;
+  optimizer_ = std::make_unique<torch::optim::Adam>(
+      trainable_parameters(), torch::optim::AdamOptions(t.lr)
+                                  .betas({t.adam_beta1, t.adam_beta2})
+                                  .eps(t.adam_eps)
+                                  .weight_decay(t.weight_decay));
+  ready_ = true;
 }
 
 Trainer::~Trainer() = default;
@@ -104,9 +115,15 @@ void Trainer::prepare() {
   corpus_ = data::load_corpus(config_.data);
   log::info("data: {} training pairs ({}), {} dev", corpus_.train.size(),
             corpus_.train_filter.summary(), corpus_.dev.size());
-  vocab_files_ = data::train_or_load_vocab(
-      config_.vocab, data_path(config_.data, config_.data.train_src),
-      data_path(config_.data, config_.data.train_tgt), config_.seed, runtime::num_cores());
+  std::optional<CheckpointInfo> start;
+  if (options_.init_from) start = read_checkpoint_info(*options_.init_from);
+  if (start) {
+    vocab_files_ = start->vocab;  // the vocabulary the weights were trained with
+  } else {
+    vocab_files_ = data::train_or_load_vocab(
+        config_.vocab, data_path(config_.data, config_.data.train_src),
+        data_path(config_.data, config_.data.train_tgt), config_.seed, runtime::num_cores());
+  }
   src_vocab_ = std::make_unique<data::Vocab>(data::Vocab::load(vocab_files_.src_model));
   tgt_vocab_ = std::make_unique<data::Vocab>(data::Vocab::load(vocab_files_.tgt_model));
   size_t dropped = 0;
@@ -126,14 +143,25 @@ void Trainer::prepare() {
     log::info("architecture from {}: {} heads (enc/dec/enc-dec), trained from scratch",
               options_.architecture_from->string(), arch.summary());
   }
+  if (start) {
+    arch = start->architecture;
+    arch.check_against(config_.model);
+    const auto changed = changed_keys(start->config, config_);
+    for (const auto& key : changed) {
+      HC_CHECK(key.rfind("model.", 0) != 0 || key.find("dropout") != std::string::npos,
+               "{} was trained with {} = {}, the config says {}: the model must match",
+               options_.init_from->string(), key, config_value(start->config, key),
+               config_value(config_, key));
+    }
+  }
   model_ = model::Transformer(config_.model, arch, src_vocab_->size(), tgt_vocab_->size());
+  if (start) {
+    model::load_weights(*model_, load_weights_file(start->dir / "model.pt"),
+                        (start->dir / "model.pt").string());
+    log::info("initialised from {} (step {}, heads {})", start->dir.string(), start->state.step,
+              arch.summary());
+  }
   model_->to(device_);
-  const auto& t = config_.train;
-  optimizer_ = std::make_unique<torch::optim::Adam>(trainable_parameters(),
-                                                    torch::optim::AdamOptions(t.lr)
-                                                        .betas({t.adam_beta1, t.adam_beta2})
-                                                        .eps(t.adam_eps)
-                                                        .weight_decay(t.weight_decay));
 }
 
 void Trainer::log_metrics(const nlohmann::json& record) {
@@ -144,7 +172,8 @@ void Trainer::log_metrics(const nlohmann::json& record) {
 
 void Trainer::save(const fs::path& dir) {
   if (options_.rank != 0) return;
-  save_checkpoint(dir, model_, optimizer_.get(), state_, config_, vocab_files_);
+  save_checkpoint(dir, model_, optimizer_.get(), state_, config_, vocab_files_,
+                  [this](const fs::path& tmp) { save_extra(tmp); });
 }
 
 bool Trainer::resume_from(const fs::path& dir) {
@@ -153,6 +182,7 @@ bool Trainer::resume_from(const fs::path& dir) {
            "{}: the checkpoint's architecture ({}) differs from the run's ({})", dir.string(),
            info.architecture.summary(), model_->architecture().summary());
   model::load_weights(*model_, load_weights_file(dir / "model.pt"), (dir / "model.pt").string());
+  load_extra(dir);
   load_optimizer(*optimizer_, dir);
   load_rng_state(dir / "rng.pt");
   state_ = info.state;
@@ -176,9 +206,11 @@ bool Trainer::resume_from(const fs::path& dir) {
 }
 
 EvalResult Trainer::evaluate() {
+  init();
   torch::NoGradGuard no_grad;
   const bool was_training = model_->is_training();
   model_->eval();
+  before_evaluate();
   EvalResult r;
   // Teacher-forced loss over the whole dev set.
   double loss = 0, nll = 0;
@@ -215,11 +247,13 @@ EvalResult Trainer::evaluate() {
   r.bleu_signature = bleu.signature(1);
   r.chrf = eval::Chrf().corpus_score(hyps, {refs}).score;
   r.sentences = static_cast<int64_t>(n);
+  after_evaluate();
   if (was_training) model_->train();
   return r;
 }
 
 TrainSummary Trainer::run() {
+  init();
   const auto& t = config_.train;
   const fs::path ckpt_dir = options_.run_dir / "checkpoints";
   fs::create_directories(ckpt_dir);
@@ -308,6 +342,7 @@ TrainSummary Trainer::run() {
     return r;
   };
 
+  if (state_.step == 0 && state_.best_step < 0 && evaluate_at_start()) evaluate_and_save();
   bool done = state_.step >= t.max_steps;
   while (!done) {
     if (t.max_epochs > 0 && state_.epoch >= t.max_epochs) break;
@@ -322,6 +357,7 @@ TrainSummary Trainer::run() {
         const int64_t pos = state_.batch_in_epoch++;
         if (pos % options_.world_size != options_.rank) continue;
         const Batch b = collate(train_, batches_[order[pos]], device_);
+        before_forward(b);
         torch::Tensor logits;
         {
           AutocastScope autocast(use_bf16_);
@@ -347,6 +383,7 @@ TrainSummary Trainer::run() {
         static_cast<torch::optim::AdamOptions&>(group.options()).lr(lr);
       }
       optimizer_->step();
+      after_step(state_.step);
       ++state_.step;
       state_.target_tokens += tokens;
       window_loss += loss_sum;
@@ -419,8 +456,9 @@ TrainSummary Trainer::run() {
     save(ckpt_dir / "last");
     log::info("interrupted at step {}: saved {}; run the same command to resume", state_.step,
               (ckpt_dir / "last").string());
-  } else if (state_.step != last_saved_step || !fs::exists(ckpt_dir / "last", ec)) {
-    evaluate_and_save();
+  } else {
+    if (state_.step != last_saved_step || !fs::exists(ckpt_dir / "last", ec)) evaluate_and_save();
+    if (options_.rank == 0) on_finish();
   }
   std::signal(SIGINT, old_int);
   std::signal(SIGTERM, old_term);

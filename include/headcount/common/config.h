@@ -106,6 +106,36 @@ struct DecodeConfig {
   int batch_size = 64;  // sentences decoded together
 };
 
+struct PruneConfig {
+  std::string init_from;  // the converged checkpoint to fine-tune (required by `prune`)
+  // Which attention types get gates: any of enc_self, dec_self, enc_dec.
+  std::vector<std::string> attention = {"enc_self", "dec_self", "enc_dec"};
+  // Parts trained besides the gates: any of encoder, decoder, embeddings; [] trains the gates
+  // alone. Voita et al. keep the decoder frozen while pruning the encoder alone.
+  std::vector<std::string> train_parts = {"encoder", "decoder", "embeddings"};
+  // L_C coefficient: constant, linear (warm-up from 0) or piecewise.
+  double lambda = 0.05;
+  std::string lambda_schedule = "constant";
+  int lambda_warmup_steps = 0;
+  std::vector<double> lambda_steps;   // piecewise: steps at which the value changes...
+  std::vector<double> lambda_values;  // ...and the values from there on
+  // "sum": L_C = sum over gated heads of P_open (the paper); "layer_mean": the mean over gated
+  // layers of their sums (Voita et al.'s code). It changes what a given lambda means.
+  std::string penalty_norm = "layer_mean";
+  // Target mode (Wang et al. 2020; CoFi): a total number of heads to keep (0: off), reached through
+  // Lagrange multipliers with a target ramped over target_warmup_steps; the final mask keeps exactly
+  // that many heads.
+  int target_heads = 0;
+  int target_warmup_steps = 1000;
+  double lagrangian_lr = 0.01;
+  // Hard-Concrete gate settings (see include/headcount/prune/gates.h for their sources).
+  double temperature = 0.33;
+  double stretch_low = -0.1;
+  double stretch_high = 1.1;
+  double init_log_alpha = 3.0;
+  std::string noise = "head";  // head | example
+};
+
 struct Config {
   int seed = 1;
   std::string device = "auto";  // auto | cpu | cuda | cuda:N
@@ -115,6 +145,7 @@ struct Config {
   ModelConfig model;
   TrainConfig train;
   DecodeConfig decode;
+  PruneConfig prune;
 };
 
 // One documented key of the schema.

@@ -13,6 +13,7 @@
 #include <torch/optim/optimizer.h>
 
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -51,9 +52,11 @@ struct CheckpointInfo {
 };
 
 // Writes a checkpoint folder atomically (replacing an existing one in one step).
+// `extra` may add files to the folder before it is swapped into place.
 void save_checkpoint(const fs::path& dir, model::Transformer& model,
                      torch::optim::Optimizer* optimizer, const TrainState& state,
-                     const Config& config, const data::VocabFiles& vocab);
+                     const Config& config, const data::VocabFiles& vocab,
+                     const std::function<void(const fs::path&)>& extra = {});
 // Reads everything but the tensors; errors name the folder and what is wrong.
 CheckpointInfo read_checkpoint_info(const fs::path& dir);
 // A model built from a checkpoint, with its weights, on `device`.

@@ -34,6 +34,8 @@ struct TrainOptions {
   fs::path run_dir;
   // Train this checkpoint's architecture (e.g. a pruned one) from a random initialisation.
   std::optional<fs::path> architecture_from;
+  // Start from this checkpoint's weights, architecture and vocabulary (fine-tuning).
+  std::optional<fs::path> init_from;
   int rank = 0;        // this process
   int world_size = 1;  // processes
 };
@@ -63,18 +65,39 @@ class Trainer {
  public:
   Trainer(Config config, TrainOptions options);
   virtual ~Trainer();
+  // Loads data, vocabulary and model, then builds the optimizer (run() and evaluate() call it).
+  void init();
   TrainSummary run();
   EvalResult evaluate();
 
-  model::Transformer& model() { return model_; }
+  model::Transformer& model() {
+    init();
+    return model_;
+  }
   const Config& config() const { return config_; }
 
  protected:
   // Hooks for fine-tuning variants (pruning adds gates and a penalty through these).
+  // After the model exists and before the optimizer is built.
+  virtual void on_model_ready() {}
   virtual std::vector<torch::Tensor> trainable_parameters();
   // Added to the per-token training loss; undefined: nothing.
   virtual torch::Tensor extra_loss(int64_t step) { return {}; }
+  // Called before each training forward pass (gates draw their noise here).
+  virtual void before_forward(const Batch& batch) {}
+  // Called after the optimizer step (Lagrange multipliers step here).
+  virtual void after_step(int64_t step) {}
+  // Evaluation runs between these two (gates switch to their deterministic values).
+  virtual void before_evaluate() {}
+  virtual void after_evaluate() {}
   virtual void on_evaluation(int64_t step, nlohmann::json& record) {}
+  // Extra files of a checkpoint (written into the folder before it is swapped into place).
+  virtual void save_extra(const fs::path& dir) {}
+  virtual void load_extra(const fs::path& dir) {}
+  // Evaluate before the first step (fine-tuning logs the starting point).
+  virtual bool evaluate_at_start() const { return false; }
+  // Called once when the run ends (not when interrupted).
+  virtual void on_finish() {}
 
   void prepare();
   void save(const fs::path& dir);
@@ -93,6 +116,7 @@ class Trainer {
   std::unique_ptr<torch::optim::Adam> optimizer_;
   TrainState state_;
   bool use_bf16_ = false;
+  bool ready_ = false;
 };
 
 // `headcount train`: starts a run in `run_dir`, or resumes it from its `last` checkpoint.
