@@ -1,0 +1,71 @@
+// Gates on the heads of a Transformer: one HardConcreteGate per gated attention layer, acting on
+// each head's output before the output projection (MultiheadAttention::set_head_scale).
+#pragma once
+
+#include <torch/nn/module.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "headcount/common/config.h"
+#include "headcount/model/transformer.h"
+#include "headcount/prune/gates.h"
+
+namespace headcount::prune {
+
+HardConcreteOptions gate_options(const PruneConfig& c);
+std::vector<model::AttentionType> gated_types(const PruneConfig& c);
+
+class HeadGatesImpl : public torch::nn::Module {
+ public:
+  struct Layer {
+    model::AttentionType type;
+    int layer;
+    HardConcreteGate gate{nullptr};
+    model::MultiheadAttention attention{nullptr};
+  };
+
+  // Gates every layer (with at least one head) of the given attention types.
+  HeadGatesImpl(model::Transformer& model, const std::vector<model::AttentionType>& types,
+                const HardConcreteOptions& options);
+
+  // Training: each gated layer scales its heads by a fresh sample ([H] or [batch, H]).
+  void apply_sample(int64_t batch);
+  // Evaluation: the deterministic gates, or `fixed` values where given (the final mask).
+  void apply_eval();
+  void apply_values(const std::map<std::string, torch::Tensor>& values);
+  void clear();
+
+  // L_C: sum of P_open over all gated heads ("sum"), or the mean over gated layers of each
+  // layer's sum ("layer_mean").
+  torch::Tensor penalty(const std::string& norm) const;
+  // Expected number of open heads: sum of P_open.
+  torch::Tensor expected_open() const;
+  int64_t total_heads() const;
+  // Heads whose eval gate is above zero, per attention type.
+  std::map<model::AttentionType, int64_t> open_heads() const;
+  // Eval gate values per layer key ("enc_self.3"), for pruning.
+  std::map<std::string, torch::Tensor> eval_values() const;
+
+  std::vector<Layer>& layers() { return layers_; }
+  const std::vector<Layer>& layers() const { return layers_; }
+  static std::string key(model::AttentionType type, int layer);
+
+ private:
+  std::vector<Layer> layers_;
+};
+TORCH_MODULE(HeadGates);
+
+// Keeps exactly `n` heads: the ones with the largest log_alpha. Kept heads take their eval gate,
+// or 1 where that is 0; the others 0. Returns values per layer key.
+std::map<std::string, torch::Tensor> top_n_values(const HeadGatesImpl& gates, int64_t n);
+
+// A physically smaller model computing what `model` computes with heads scaled by `values`
+// (layer key -> [H] gate values; layers without an entry keep every head unscaled): heads with
+// value 0 lose their rows of W_q, W_k, W_v and their columns of W_o; other values are folded into
+// W_o; a layer without heads keeps its output bias.
+model::Transformer prune_heads(model::Transformer& model,
+                               const std::map<std::string, torch::Tensor>& values);
+
+}  // namespace headcount::prune

@@ -1,0 +1,211 @@
+#include "headcount/prune/head_gates.h"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+
+#include "headcount/common/check.h"
+
+namespace headcount::prune {
+
+HardConcreteOptions gate_options(const PruneConfig& c) {
+  HardConcreteOptions o;
+  o.temperature = c.temperature;
+  o.stretch_low = c.stretch_low;
+  o.stretch_high = c.stretch_high;
+  o.init_log_alpha = c.init_log_alpha;
+  o.noise = c.noise;
+  return o;
+}
+
+std::vector<model::AttentionType> gated_types(const PruneConfig& c) {
+  std::vector<model::AttentionType> out;
+  for (const auto& name : c.attention) out.push_back(model::attention_from_name(name));
+  return out;
+}
+
+std::string HeadGatesImpl::key(model::AttentionType type, int layer) {
+  return fmt::format("{}.{}", model::attention_name(type), layer);
+}
+
+HeadGatesImpl::HeadGatesImpl(model::Transformer& model,
+                             const std::vector<model::AttentionType>& types,
+                             const HardConcreteOptions& options) {
+  for (auto type : types) {
+    const auto attns = model->attention_layers(type);
+    for (size_t i = 0; i < attns.size(); ++i) {
+      if (attns[i]->num_heads() == 0) continue;
+      Layer l{type, static_cast<int>(i), HardConcreteGate(attns[i]->num_heads(), options),
+              attns[i]};
+      // Parameter names: enc_self_3.log_alpha (no dots allowed in module names).
+      register_module(fmt::format("{}_{}", model::attention_name(type), i), l.gate);
+      l.gate->to(attns[i]->out_proj_bias.device());
+      layers_.push_back(l);
+    }
+  }
+}
+
+void HeadGatesImpl::apply_sample(int64_t batch) {
+  for (auto& l : layers_) l.attention->set_head_scale(l.gate->sample(batch));
+}
+
+void HeadGatesImpl::apply_eval() {
+  for (auto& l : layers_) l.attention->set_head_scale(l.gate->eval_gate().detach());
+}
+
+void HeadGatesImpl::apply_values(const std::map<std::string, torch::Tensor>& values) {
+  for (auto& l : layers_) {
+    const auto it = values.find(key(l.type, l.layer));
+    l.attention->set_head_scale(it == values.end() ? l.gate->eval_gate().detach() : it->second);
+  }
+}
+
+void HeadGatesImpl::clear() {
+  for (auto& l : layers_) l.attention->set_head_scale({});
+}
+
+torch::Tensor HeadGatesImpl::penalty(const std::string& norm) const {
+  HC_CHECK(!layers_.empty(), "no gated attention layer: nothing to prune");
+  std::vector<torch::Tensor> sums;
+  for (const auto& l : layers_) sums.push_back(l.gate->penalty());
+  auto total = torch::stack(sums).sum();
+  return norm == "layer_mean" ? total / static_cast<double>(layers_.size()) : total;
+}
+
+torch::Tensor HeadGatesImpl::expected_open() const {
+  return penalty("sum");
+}
+
+int64_t HeadGatesImpl::total_heads() const {
+  int64_t n = 0;
+  for (const auto& l : layers_) n += l.gate->num_heads();
+  return n;
+}
+
+std::map<model::AttentionType, int64_t> HeadGatesImpl::open_heads() const {
+  std::map<model::AttentionType, int64_t> out;
+  for (const auto& l : layers_) out[l.type] += l.gate->eval_gate().gt(0).sum().item<int64_t>();
+  return out;
+}
+
+std::map<std::string, torch::Tensor> HeadGatesImpl::eval_values() const {
+  std::map<std::string, torch::Tensor> out;
+  for (const auto& l : layers_) out[key(l.type, l.layer)] = l.gate->eval_gate().detach();
+  return out;
+}
+
+std::map<std::string, torch::Tensor> top_n_values(const HeadGatesImpl& gates, int64_t n) {
+  struct Head {
+    float log_alpha;
+    size_t layer;
+    int64_t head;
+  };
+  std::vector<Head> heads;
+  const auto& layers = gates.layers();
+  for (size_t i = 0; i < layers.size(); ++i) {
+    auto la = layers[i].gate->log_alpha.detach().to(torch::kCPU);
+    for (int64_t h = 0; h < la.size(0); ++h) heads.push_back({la[h].item<float>(), i, h});
+  }
+  HC_CHECK(n >= 0 && n <= static_cast<int64_t>(heads.size()),
+           "cannot keep {} heads: {} heads are gated", n, heads.size());
+  // Ties broken by position, so the choice is deterministic.
+  std::stable_sort(heads.begin(), heads.end(),
+                   [](const Head& a, const Head& b) { return a.log_alpha > b.log_alpha; });
+  std::map<std::string, torch::Tensor> out;
+  std::vector<torch::Tensor> eval;
+  for (const auto& l : layers) {
+    eval.push_back(l.gate->eval_gate().detach().to(torch::kCPU));
+    out[HeadGatesImpl::key(l.type, l.layer)] = torch::zeros_like(eval.back());
+  }
+  for (int64_t k = 0; k < n; ++k) {
+    const auto& h = heads[k];
+    const float g = eval[h.layer][h.head].item<float>();
+    out[HeadGatesImpl::key(layers[h.layer].type, layers[h.layer].layer)][h.head] = g > 0 ? g : 1.0f;
+  }
+  for (auto& [k, v] : out) v = v.to(layers.front().gate->log_alpha.device());
+  return out;
+}
+
+namespace {
+
+// Rows of one projection block kept for the heads in `keep`: [len(keep) * Dh, ...]
+torch::Tensor take_heads(const torch::Tensor& block, const std::vector<int64_t>& keep, int64_t dh,
+                         int64_t dim) {
+  std::vector<torch::Tensor> parts;
+  for (int64_t h : keep) parts.push_back(block.narrow(dim, h * dh, dh));
+  return torch::cat(parts, dim);
+}
+
+}  // namespace
+
+model::Transformer prune_heads(model::Transformer& m,
+                               const std::map<std::string, torch::Tensor>& values) {
+  torch::NoGradGuard no_grad;
+  model::Architecture arch = m->architecture();
+  const int64_t dh = arch.head_dim;
+  // Kept heads and their values per layer.
+  std::map<std::string, std::pair<std::vector<int64_t>, std::vector<float>>> kept;
+  for (auto type : model::kAttentionTypes) {
+    auto& counts = arch.heads(type);
+    for (size_t i = 0; i < counts.size(); ++i) {
+      const std::string k = HeadGatesImpl::key(type, static_cast<int>(i));
+      const auto it = values.find(k);
+      if (it == values.end()) continue;
+      auto v = it->second.to(torch::kCPU).to(torch::kFloat32);
+      HC_CHECK(v.size(0) == counts[i], "gate values for {} have {} heads, the layer {}", k,
+               v.size(0), counts[i]);
+      std::vector<int64_t> keep;
+      std::vector<float> scale;
+      for (int64_t h = 0; h < v.size(0); ++h) {
+        if (v[h].item<float>() > 0) {
+          keep.push_back(h);
+          scale.push_back(v[h].item<float>());
+        }
+      }
+      counts[i] = static_cast<int64_t>(keep.size());
+      kept[k] = {keep, scale};
+    }
+  }
+  model::Transformer out(m->config(), arch, m->src_embed->weight.size(0), m->output_weight.size(0));
+  out->to(m->src_embed->weight.device());
+  // Everything but the pruned attention layers is copied by name.
+  std::map<std::string, torch::Tensor> source;
+  for (const auto& [name, t] : model::named_weights(*m)) source[name] = t;
+  std::map<std::string, const model::MultiheadAttentionImpl*> old_attn;
+  std::map<std::string, model::MultiheadAttentionImpl*> new_attn;
+  for (auto type : model::kAttentionTypes) {
+    const auto a = m->attention_layers(type);
+    auto b = out->attention_layers(type);
+    for (size_t i = 0; i < a.size(); ++i) {
+      old_attn[HeadGatesImpl::key(type, static_cast<int>(i))] = a[i].get();
+      new_attn[HeadGatesImpl::key(type, static_cast<int>(i))] = b[i].get();
+    }
+  }
+  for (auto& item : out->named_parameters(true)) {
+    // Attention weights of the layers in `kept` change shape; they are rebuilt below.
+    const auto& src = source.at(item.key());
+    if (src.sizes() == item.value().sizes()) item.value().copy_(src);
+  }
+  for (const auto& [k, kv] : kept) {
+    const auto& [keep, scale] = kv;
+    const auto* a = old_attn.at(k);
+    auto* b = new_attn.at(k);
+    b->out_proj_bias.copy_(a->out_proj_bias);
+    if (keep.empty()) continue;
+    const int64_t hd = a->num_heads() * dh;
+    std::vector<torch::Tensor> w, bias;
+    for (int blk = 0; blk < 3; ++blk) {
+      w.push_back(take_heads(a->in_proj_weight.narrow(0, blk * hd, hd), keep, dh, 0));
+      bias.push_back(take_heads(a->in_proj_bias.narrow(0, blk * hd, hd), keep, dh, 0));
+    }
+    b->in_proj_weight.copy_(torch::cat(w, 0));
+    b->in_proj_bias.copy_(torch::cat(bias, 0));
+    // W_o columns of kept heads, each scaled by its gate value (folding fractional gates).
+    auto wo = take_heads(a->out_proj_weight, keep, dh, 1).clone();  // [D, K*Dh]
+    for (size_t j = 0; j < keep.size(); ++j) wo.narrow(1, j * dh, dh).mul_(scale[j]);
+    b->out_proj_weight.copy_(wo);
+  }
+  return out;
+}
+
+}  // namespace headcount::prune
