@@ -95,3 +95,180 @@ TEST(PruneHeads, TopNKeepsExactlyNHeads) {
 
 }  // namespace
 }  // namespace headcount
+
+// ---------------------------------------------------------------------------------------------
+// Whole pruning runs on the tiny synthetic corpus.
+
+#include "headcount/common/io.h"
+#include "headcount/prune/prune_trainer.h"
+#include "headcount/train/checkpoint.h"
+#include "headcount/train/trainer.h"
+#include "tiny_corpus.h"
+
+namespace headcount {
+namespace {
+
+using testing::TempDir;
+
+// A converged tiny baseline in dir/base, and a prune config starting from it.
+Config baseline(const TempDir& dir) {
+  Config c = tiny_run_config(dir, 8);
+  c.model.d_model = 64;
+  c.model.ffn_dim = 128;
+  c.model.heads = 4;
+  c.model.encoder_layers = 2;
+  c.model.decoder_layers = 2;
+  c.train.max_steps = 250;
+  c.train.eval_every = 250;
+  train::TrainOptions o;
+  o.run_dir = dir / "base";
+  train::train_command(c, o);
+  c.prune.init_from = (dir / "base" / "checkpoints" / "last").string();
+  c.train.max_steps = 60;
+  c.train.eval_every = 20;
+  c.train.lr = 1e-3;
+  c.train.warmup_steps = 10;
+  c.prune.gate_lr = 0.1;
+  return c;
+}
+
+nlohmann::json pruning_summary(const fs::path& run) {
+  return nlohmann::json::parse(io::read_file(run / "pruning.json"));
+}
+
+std::vector<nlohmann::json> events(const fs::path& run, const std::string& kind) {
+  std::vector<nlohmann::json> out;
+  for (const auto& line : io::read_lines(run / "metrics.jsonl")) {
+    auto j = nlohmann::json::parse(line);
+    if (j["event"] == kind) out.push_back(j);
+  }
+  return out;
+}
+
+void run_prune(const Config& c, const fs::path& out) {
+  train::TrainOptions o;
+  o.run_dir = out;
+  o.init_from = c.prune.init_from;
+  prune::PruneTrainer(c, o).run();
+}
+
+TEST(PruneRun, LambdaZeroKeepsEveryHeadAndStartsFromTheBaseline) {
+  TempDir dir;
+  Config c = baseline(dir);
+  c.prune.lambda = 0.0;
+  run_prune(c, dir / "p0");
+  const auto s = pruning_summary(dir / "p0");
+  EXPECT_EQ(s["heads_after_e_d_de"], "8/8/8");
+  // Step 0: gates fully open, the converged model unchanged: its dev BLEU is the baseline's.
+  const auto base_eval = events(dir / "base", "eval").back();
+  const auto first = events(dir / "p0", "eval").front();
+  EXPECT_EQ(first["step"], 0);
+  EXPECT_DOUBLE_EQ(first["dev_bleu"].get<double>(), base_eval["dev_bleu"].get<double>());
+  EXPECT_DOUBLE_EQ(first["dev_loss"].get<double>(), base_eval["dev_loss"].get<double>());
+  // Every head has a row, none removed.
+  const auto rows = io::read_lines(dir / "p0" / "head_removal.csv");
+  ASSERT_EQ(rows.size(), 25u);
+  for (size_t i = 1; i < rows.size(); ++i)
+    EXPECT_NE(rows[i].find(",,"), std::string::npos) << rows[i];
+}
+
+TEST(PruneRun, HugeLambdaRemovesEveryHeadAndTheModelStillWorks) {
+  TempDir dir;
+  Config c = baseline(dir);
+  c.prune.lambda = 100.0;
+  run_prune(c, dir / "p");
+  const auto s = pruning_summary(dir / "p");
+  EXPECT_EQ(s["heads_after_e_d_de"], "0/0/0");
+  EXPECT_LT(s["parameters_after"].get<int64_t>(), s["parameters_before"].get<int64_t>());
+  // The pruned checkpoint loads, decodes and can be trained further from scratch.
+  const auto info = train::read_checkpoint_info(dir / "p" / "pruned");
+  EXPECT_EQ(info.architecture.total(), 0);
+  auto m = train::load_model(info, torch::kCPU);
+  decode::SearchOptions so;
+  so.beam = 2;
+  const auto out = decode::translate_ids(m, {{5, 6, 7}}, so, 1, torch::kCPU);
+  EXPECT_EQ(out.size(), 1u);
+  Config scratch = c;
+  scratch.train.max_steps = 3;
+  scratch.train.eval_every = 3;
+  train::TrainOptions o;
+  o.run_dir = dir / "scratch";
+  o.architecture_from = dir / "p" / "pruned";
+  EXPECT_EQ(train::train_command(scratch, o).steps, 3);
+  // Every head has a removal step.
+  for (const auto& row : io::read_lines(dir / "p" / "head_removal.csv")) {
+    EXPECT_EQ(row.find(",,"), std::string::npos) << row;
+  }
+}
+
+TEST(PruneRun, TargetModeEndsWithExactlyTheRequestedHeads) {
+  TempDir dir;
+  Config c = baseline(dir);
+  c.prune.target_heads = 5;
+  c.prune.target_warmup_steps = 30;
+  c.prune.lagrangian_lr = 0.5;
+  run_prune(c, dir / "t");
+  const auto info = train::read_checkpoint_info(dir / "t" / "pruned");
+  EXPECT_EQ(info.architecture.total(), 5);
+  // The log shows the expected count approaching the target.
+  const auto evals = events(dir / "t", "eval");
+  EXPECT_GT(evals.front()["expected_open"].get<double>(),
+            evals.back()["expected_open"].get<double>());
+  EXPECT_DOUBLE_EQ(evals.back()["target_now"].get<double>(), 5.0);
+}
+
+TEST(PruneRun, GatedModelInEvalModeEqualsThePrunedCheckpoint) {
+  TempDir dir;
+  Config c = baseline(dir);
+  c.prune.lambda = 0.5;
+  c.prune.attention = {"enc_self", "enc_dec"};
+  c.prune.train_parts = {"encoder"};  // decoder and embeddings frozen
+  train::TrainOptions o;
+  o.run_dir = dir / "g";
+  o.init_from = c.prune.init_from;
+  prune::PruneTrainer trainer(c, o);
+  trainer.run();
+  const auto info = train::read_checkpoint_info(dir / "g" / "pruned");
+  auto pruned = train::load_model(info, torch::kCPU);
+  auto& gated = trainer.model();
+  trainer.gates()->apply_values(trainer.final_values());
+  gated->eval();
+  pruned->eval();
+  torch::NoGradGuard ng;
+  auto src = torch::randint(4, info.src_vocab_size, {4, 7});
+  auto tgt = torch::randint(4, info.tgt_vocab_size, {4, 6});
+  EXPECT_TRUE(torch::allclose(gated->forward(src, tgt), pruned->forward(src, tgt), 1e-5, 1e-5));
+  // Frozen parts did not move: the decoder equals the baseline's.
+  const auto base = train::load_model(train::read_checkpoint_info(c.prune.init_from), torch::kCPU);
+  EXPECT_TRUE(
+      torch::equal(base->decoder_layers[0]->fc1->weight, gated->decoder_layers[0]->fc1->weight));
+  EXPECT_FALSE(
+      torch::equal(base->encoder_layers[0]->fc1->weight, gated->encoder_layers[0]->fc1->weight));
+  // Decoder self-attention was not gated.
+  EXPECT_EQ(info.architecture.total(model::AttentionType::kDecSelf), 8);
+}
+
+TEST(PruneRun, BadConfigsAreClearErrors) {
+  TempDir dir;
+  Config c = baseline(dir);
+  auto error_of = [&](Config bad) {
+    try {
+      run_prune(bad, dir / "bad");
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  Config big = c;
+  big.prune.target_heads = 25;
+  EXPECT_NE(error_of(big).find("larger than the number of gated heads (24)"), std::string::npos);
+  Config missing = c;
+  missing.prune.init_from = (dir / "nowhere").string();
+  EXPECT_NE(error_of(missing).find("not found"), std::string::npos);
+  Config other = c;
+  other.model.d_model = 48;
+  EXPECT_NE(error_of(other).find("model.d_model"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace headcount

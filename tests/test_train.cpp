@@ -23,6 +23,7 @@
 #include "headcount/train/schedule.h"
 #include "headcount/train/trainer.h"
 #include "test_util.h"
+#include "tiny_corpus.h"
 
 namespace headcount {
 namespace {
@@ -130,64 +131,6 @@ TEST(Loss, LabelSmoothingByFormulaAndAgainstLibTorch) {
                                         .label_smoothing(eps)
                                         .reduction(torch::kSum));
   EXPECT_NEAR(ls.loss.item<double>(), ref.item<double>(), 1e-4);
-}
-
-// ---------------------------------------------------------------------------------------------
-// Whole runs on a tiny synthetic corpus: numbers spelled in Spanish -> English.
-
-const char* kEs[] = {"cero",  "uno",  "dos",   "tres", "cuatro",
-                     "cinco", "seis", "siete", "ocho", "nueve"};
-const char* kEn[] = {"zero", "one", "two",   "three", "four",
-                     "five", "six", "seven", "eight", "nine"};
-
-std::pair<std::vector<std::string>, std::vector<std::string>> number_pairs(int n, int offset) {
-  std::vector<std::string> es, en;
-  for (int i = 0; i < n; ++i) {
-    const int v = 100000 + ((i + offset) * 7919) % 900000;  // six digits: six words
-    std::string a, b;
-    for (char c : std::to_string(v)) {
-      a += std::string(a.empty() ? "" : " ") + kEs[c - '0'];
-      b += std::string(b.empty() ? "" : " ") + kEn[c - '0'];
-    }
-    es.push_back(a);
-    en.push_back(b);
-  }
-  return {es, en};
-}
-
-// A config for the synthetic corpus written into `dir`.
-Config tiny_run_config(const TempDir& dir, int train_pairs) {
-  auto [es, en] = number_pairs(train_pairs, 0);
-  auto [des, den] = number_pairs(8, 0);  // dev: sentences seen in training
-  io::write_lines_atomic(dir / "train.es", es);
-  io::write_lines_atomic(dir / "train.en", en);
-  io::write_lines_atomic(dir / "dev.es", des);
-  io::write_lines_atomic(dir / "dev.en", den);
-  io::write_lines_atomic(dir / "test.es", des);
-  io::write_lines_atomic(dir / "test.en", den);
-  Config c;
-  c.data.prepare = "none";
-  c.data.dir = dir.path().string();
-  c.data.test_extra_refs = {};
-  c.vocab.size = 40;
-  c.vocab.byte_fallback = false;
-  c.vocab.cache_dir = (dir / "vocab").string();
-  c.model.d_model = 32;
-  c.model.ffn_dim = 64;
-  c.model.encoder_layers = 1;
-  c.model.decoder_layers = 1;
-  c.model.heads = 2;
-  c.model.dropout = 0.0;
-  c.train.max_tokens = 256;
-  c.train.lr = 3e-3;
-  c.train.warmup_steps = 20;
-  c.train.max_steps = 300;
-  c.train.eval_every = 100;
-  c.train.log_every = 10;
-  c.train.patience = 0;
-  c.train.label_smoothing = 0.0;
-  c.decode.beam = 2;
-  return c;
 }
 
 TEST(Training, TinyModelLearnsToTranslateItsTrainingSentences) {
@@ -430,13 +373,13 @@ TEST(Checkpoint, PythonTorchLoadReadsTheWeights) {
       "float(d['src_embed.weight'].sum()))\n",
       weights.string());
   io::write_file_atomic(dir / "check.py", script);
-  FILE* p = popen(fmt::format("/usr/bin/python3 {} 2>&1", (dir / "check.py").string()).c_str(), "r");
+  FILE* p =
+      popen(fmt::format("/usr/bin/python3 {} 2>&1", (dir / "check.py").string()).c_str(), "r");
   char buf[512] = {0};
   const size_t n = fread(buf, 1, sizeof(buf) - 1, p);
   ASSERT_EQ(pclose(p), 0) << std::string(buf, n);
   const auto m = trainer.model();
-  const std::string expected = fmt::format(
-      "{} (96, 32) ", m->parameters().size());
+  const std::string expected = fmt::format("{} (96, 32) ", m->parameters().size());
   EXPECT_EQ(std::string(buf, n).rfind(expected, 0), 0u) << std::string(buf, n);
   // The sum Python sees is the sum of the C++ tensor.
   const double sum = std::stod(std::string(buf, n).substr(expected.size()));

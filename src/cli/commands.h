@@ -23,6 +23,7 @@ void add_bench_command(CLI::App& app);
 void add_train_command(CLI::App& app);
 void add_translate_command(CLI::App& app);
 void add_eval_command(CLI::App& app);
+void add_prune_command(CLI::App& app);
 
 // Config files, --set overrides and --dump-config, shared by every command that takes a config.
 struct ConfigArgs {

@@ -18,6 +18,7 @@ const CommandSpec kCommands[] = {
     {"data", add_data_command},
     {"vocab", add_vocab_command},
     {"train", add_train_command},
+    {"prune", add_prune_command},
     {"translate", add_translate_command},
     {"eval", add_eval_command},
     {"bleu", add_bleu_command},

@@ -3,9 +3,9 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <functional>
 #include <optional>
-#include <algorithm>
 #include <regex>
 #include <set>
 
@@ -325,31 +325,40 @@ const std::vector<Field>& schema() {
       field<double>("prune.lambda", "float", HC_ACCESS(prune.lambda), range(0.0, 1e6),
                     "coefficient of the L0 penalty (constant and linear schedules)"),
       field<std::string>("prune.lambda_schedule", "string", HC_ACCESS(prune.lambda_schedule),
-                         one_of({"constant", "linear", "piecewise"}), "how lambda changes with the step"),
+                         one_of({"constant", "linear", "piecewise"}),
+                         "how lambda changes with the step"),
       field<int>("prune.lambda_warmup_steps", "int", HC_ACCESS(prune.lambda_warmup_steps),
                  range(0, INT32_MAX), "linear schedule: steps from 0 to prune.lambda"),
-      field<std::vector<double>>("prune.lambda_steps", "list of numbers", HC_ACCESS(prune.lambda_steps),
-                                 any<std::vector<double>>(), "piecewise schedule: change points"),
-      field<std::vector<double>>("prune.lambda_values", "list of numbers", HC_ACCESS(prune.lambda_values),
-                                 any<std::vector<double>>(), "piecewise schedule: values from each change point"),
-      field<std::string>("prune.penalty_norm", "string", HC_ACCESS(prune.penalty_norm),
-                         one_of({"sum", "layer_mean"}),
-                         "sum of P_open over heads (paper) or mean over gated layers (Voita's code)"),
+      field<std::vector<double>>("prune.lambda_steps", "list of numbers",
+                                 HC_ACCESS(prune.lambda_steps), any<std::vector<double>>(),
+                                 "piecewise schedule: change points"),
+      field<std::vector<double>>("prune.lambda_values", "list of numbers",
+                                 HC_ACCESS(prune.lambda_values), any<std::vector<double>>(),
+                                 "piecewise schedule: values from each change point"),
+      field<std::string>(
+          "prune.penalty_norm", "string", HC_ACCESS(prune.penalty_norm),
+          one_of({"sum", "layer_mean"}),
+          "sum of P_open over heads (paper) or mean over gated layers (Voita's code)"),
       field<int>("prune.target_heads", "int", HC_ACCESS(prune.target_heads), range(0, 1000000),
                  "keep exactly this many gated heads (Lagrangian target mode); 0 = off"),
       field<int>("prune.target_warmup_steps", "int", HC_ACCESS(prune.target_warmup_steps),
                  range(0, INT32_MAX), "steps over which the target is ramped"),
-      field<double>("prune.lagrangian_lr", "float", HC_ACCESS(prune.lagrangian_lr), range(0.0, 100.0),
+      field<double>("prune.lagrangian_lr", "float", HC_ACCESS(prune.lagrangian_lr),
+                    range(0.0, 100.0),
                     "learning rate of the Lagrange multipliers (gradient ascent)"),
+      field<double>("prune.gate_lr", "float", HC_ACCESS(prune.gate_lr), range(0.0, 100.0),
+                    "Adam learning rate of the gates (constant)"),
       field<double>("prune.temperature", "float", HC_ACCESS(prune.temperature), range(1e-3, 100.0),
                     "Hard-Concrete temperature beta (Voita's code 0.33; Louizos, CoFi 2/3)"),
       field<double>("prune.stretch_low", "float", HC_ACCESS(prune.stretch_low), range(-10.0, -1e-6),
                     "Hard-Concrete stretch limit l"),
-      field<double>("prune.stretch_high", "float", HC_ACCESS(prune.stretch_high), range(1.000001, 10.0),
-                    "Hard-Concrete stretch limit r"),
-      field<double>("prune.init_log_alpha", "float", HC_ACCESS(prune.init_log_alpha), range(-100.0, 100.0),
+      field<double>("prune.stretch_high", "float", HC_ACCESS(prune.stretch_high),
+                    range(1.000001, 10.0), "Hard-Concrete stretch limit r"),
+      field<double>("prune.init_log_alpha", "float", HC_ACCESS(prune.init_log_alpha),
+                    range(-100.0, 100.0),
                     "initial log_alpha; >= ln((1-l)/(r-1)) leaves the converged model unchanged"),
-      field<std::string>("prune.noise", "string", HC_ACCESS(prune.noise), one_of({"head", "example"}),
+      field<std::string>("prune.noise", "string", HC_ACCESS(prune.noise),
+                         one_of({"head", "example"}),
                          "one gate draw per head per batch, or per head per example"),
   };
   return fields;

@@ -91,11 +91,11 @@ void Trainer::init() {
   prepare();
   on_model_ready();
   const auto& t = config_.train;
-  optimizer_ = std::make_unique<torch::optim::Adam>(
-      trainable_parameters(), torch::optim::AdamOptions(t.lr)
-                                  .betas({t.adam_beta1, t.adam_beta2})
-                                  .eps(t.adam_eps)
-                                  .weight_decay(t.weight_decay));
+  optimizer_ = std::make_unique<torch::optim::Adam>(parameter_groups(),
+                                                    torch::optim::AdamOptions(t.lr)
+                                                        .betas({t.adam_beta1, t.adam_beta2})
+                                                        .eps(t.adam_eps)
+                                                        .weight_decay(t.weight_decay));
   ready_ = true;
 }
 
@@ -103,6 +103,10 @@ Trainer::~Trainer() = default;
 
 std::vector<torch::Tensor> Trainer::trainable_parameters() {
   return model_->parameters();
+}
+
+std::vector<torch::optim::OptimizerParamGroup> Trainer::parameter_groups() {
+  return {torch::optim::OptimizerParamGroup(trainable_parameters())};
 }
 
 void Trainer::prepare() {
@@ -186,21 +190,23 @@ bool Trainer::resume_from(const fs::path& dir) {
   load_optimizer(*optimizer_, dir);
   load_rng_state(dir / "rng.pt");
   state_ = info.state;
-  // Metrics logged after this checkpoint belong to the interrupted session: drop them.
-  const fs::path metrics = options_.run_dir / "metrics.jsonl";
-  std::error_code ec;
-  if (options_.rank == 0 && fs::exists(metrics, ec)) {
-    std::vector<std::string> kept;
-    for (const auto& line : io::read_lines(metrics, {.allow_empty_file = true})) {
-      if (line.empty()) continue;
-      try {
-        const auto j = nlohmann::json::parse(line);
-        if (j.value("step", int64_t{0}) <= state_.step) kept.push_back(line);
-      } catch (const nlohmann::json::exception&) {
-        // a line cut by the interruption
+  // Events logged after this checkpoint belong to the interrupted session: drop them.
+  for (const auto& log_name : event_logs()) {
+    const fs::path metrics = options_.run_dir / log_name;
+    std::error_code ec;
+    if (options_.rank == 0 && fs::exists(metrics, ec)) {
+      std::vector<std::string> kept;
+      for (const auto& line : io::read_lines(metrics, {.allow_empty_file = true})) {
+        if (line.empty()) continue;
+        try {
+          const auto j = nlohmann::json::parse(line);
+          if (j.value("step", int64_t{0}) <= state_.step) kept.push_back(line);
+        } catch (const nlohmann::json::exception&) {
+          // a line cut by the interruption
+        }
       }
+      io::write_lines_atomic(metrics, kept);
     }
-    io::write_lines_atomic(metrics, kept);
   }
   return true;
 }
@@ -263,7 +269,8 @@ TrainSummary Trainer::run() {
     log::info("resuming {} from step {} (epoch {}, batch {} of {})", options_.run_dir.string(),
               state_.step, state_.epoch + 1, state_.batch_in_epoch, batches_.size());
   } else if (options_.rank == 0) {
-    io::write_file_atomic(options_.run_dir / "metrics.jsonl", "");
+    for (const auto& log_name : event_logs())
+      io::write_file_atomic(options_.run_dir / log_name, "");
   }
   if (options_.rank == 0) save_config(config_, options_.run_dir / "config.yaml");
 
@@ -379,8 +386,9 @@ TrainSummary Trainer::run() {
       }
       if (t.clip_norm > 0) torch::nn::utils::clip_grad_norm_(params, t.clip_norm);
       const double lr = inverse_sqrt_lr(state_.step + 1, t.lr, t.warmup_steps, t.warmup_init_lr);
-      for (auto& group : optimizer_->param_groups()) {
-        static_cast<torch::optim::AdamOptions&>(group.options()).lr(lr);
+      for (size_t g = 0; g < optimizer_->param_groups().size(); ++g) {
+        static_cast<torch::optim::AdamOptions&>(optimizer_->param_groups()[g].options())
+            .lr(group_lr(g, lr));
       }
       optimizer_->step();
       after_step(state_.step);

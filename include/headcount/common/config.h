@@ -123,11 +123,14 @@ struct PruneConfig {
   // layers of their sums (Voita et al.'s code). It changes what a given lambda means.
   std::string penalty_norm = "layer_mean";
   // Target mode (Wang et al. 2020; CoFi): a total number of heads to keep (0: off), reached through
-  // Lagrange multipliers with a target ramped over target_warmup_steps; the final mask keeps exactly
-  // that many heads.
+  // Lagrange multipliers with a target ramped over target_warmup_steps; the final mask keeps
+  // exactly that many heads.
   int target_heads = 0;
   int target_warmup_steps = 1000;
   double lagrangian_lr = 0.01;
+  // Adam learning rate of the gates' log_alpha (constant). The model's parameters follow
+  // train.lr's schedule; the gates need a larger step to move from their open initialisation.
+  double gate_lr = 0.01;
   // Hard-Concrete gate settings (see include/headcount/prune/gates.h for their sources).
   double temperature = 0.33;
   double stretch_low = -0.1;

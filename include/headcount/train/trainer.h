@@ -78,6 +78,12 @@ class Trainer {
 
  protected:
   // Hooks for fine-tuning variants (pruning adds gates and a penalty through these).
+  // The optimizer's parameter groups (default: one group of trainable_parameters()) and the
+  // learning rate of each given the scheduled one.
+  virtual std::vector<torch::optim::OptimizerParamGroup> parameter_groups();
+  virtual double group_lr(size_t group, double scheduled_lr) { return scheduled_lr; }
+  // Event logs in the run folder trimmed back to the checkpoint's step on resume.
+  virtual std::vector<std::string> event_logs() const { return {"metrics.jsonl"}; }
   // After the model exists and before the optimizer is built.
   virtual void on_model_ready() {}
   virtual std::vector<torch::Tensor> trainable_parameters();

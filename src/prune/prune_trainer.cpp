@@ -1,0 +1,326 @@
+#include "headcount/prune/prune_trainer.h"
+
+#include <torch/torch.h>
+
+#include <fstream>
+#include <map>
+#include <set>
+
+#include "headcount/common/check.h"
+#include "headcount/common/io.h"
+#include "headcount/common/log.h"
+
+namespace headcount::prune {
+
+PruneTrainer::PruneTrainer(Config config, train::TrainOptions options)
+    : Trainer(std::move(config), std::move(options)) {
+  const auto& p = config_.prune;
+  schedule_.kind = p.lambda_schedule;
+  schedule_.value = p.lambda;
+  schedule_.warmup_steps = p.lambda_warmup_steps;
+  for (double s : p.lambda_steps) schedule_.steps.push_back(static_cast<int64_t>(s));
+  schedule_.values = p.lambda_values;
+  schedule_.validate();
+}
+
+double PruneTrainer::lambda_at(int64_t step) const {
+  return schedule_.at(step);
+}
+
+void PruneTrainer::on_model_ready() {
+  const auto types = gated_types(config_.prune);
+  HC_CHECK(!types.empty(), "prune.attention is empty: nothing to gate");
+  for (auto t : types) {
+    HC_CHECK(model_->architecture().total(t) > 0,
+             "prune.attention lists {} but the model has no {} heads left",
+             model::attention_name(t), model::attention_name(t));
+  }
+  gates_ = HeadGates(model_, types, gate_options(config_.prune));
+  gates_->to(device_);
+  const int64_t total = gates_->total_heads();
+  HC_CHECK(config_.prune.target_heads <= total,
+           "prune.target_heads ({}) is larger than the number of gated heads ({})",
+           config_.prune.target_heads, total);
+  // Freezing: parts not listed in prune.train_parts keep their weights.
+  const auto& parts = config_.prune.train_parts;
+  auto wants = [&](const char* part) {
+    return std::find(parts.begin(), parts.end(), part) != parts.end();
+  };
+  std::set<torch::TensorImpl*> trained;
+  auto add = [&](const std::vector<torch::Tensor>& ps) {
+    for (const auto& p : ps) trained.insert(p.unsafeGetTensorImpl());
+  };
+  if (wants("encoder")) {
+    for (auto& l : model_->encoder_layers) add(l->parameters());
+    if (model_->encoder_norm) add(model_->encoder_norm->parameters());
+  }
+  if (wants("decoder")) {
+    for (auto& l : model_->decoder_layers) add(l->parameters());
+    if (model_->decoder_norm) add(model_->decoder_norm->parameters());
+  }
+  if (wants("embeddings"))
+    add({model_->src_embed->weight, model_->tgt_embed->weight, model_->output_weight});
+  model_parameters_.clear();
+  for (auto& p : model_->parameters()) {
+    const bool train = trained.count(p.unsafeGetTensorImpl()) > 0;
+    p.set_requires_grad(train);
+    if (train) model_parameters_.push_back(p);
+  }
+  log::info("pruning: gates on {} heads ({}), training the gates{}{}; {}", total,
+            fmt::join(config_.prune.attention, ", "), parts.empty() ? " alone" : " and ",
+            fmt::join(parts, ", "),
+            config_.prune.target_heads > 0
+                ? fmt::format("target {} heads (Lagrangian, ramp {} steps)",
+                              config_.prune.target_heads, config_.prune.target_warmup_steps)
+                : fmt::format("lambda {} ({}), L_C normalised as {}", config_.prune.lambda,
+                              config_.prune.lambda_schedule, config_.prune.penalty_norm));
+}
+
+std::vector<torch::Tensor> PruneTrainer::trainable_parameters() {
+  auto out = model_parameters_;
+  for (const auto& p : gates_->parameters()) out.push_back(p);
+  return out;
+}
+
+std::vector<torch::optim::OptimizerParamGroup> PruneTrainer::parameter_groups() {
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  if (!model_parameters_.empty()) groups.emplace_back(model_parameters_);
+  gate_group_ = groups.size();
+  groups.emplace_back(gates_->parameters());
+  return groups;
+}
+
+double PruneTrainer::group_lr(size_t group, double scheduled_lr) {
+  return group == gate_group_ ? config_.prune.gate_lr : scheduled_lr;
+}
+
+void PruneTrainer::before_forward(const train::Batch& batch) {
+  gates_->apply_sample(batch.size());
+}
+
+torch::Tensor PruneTrainer::extra_loss(int64_t step) {
+  const auto& p = config_.prune;
+  if (p.target_heads > 0) {
+    const double n = static_cast<double>(gates_->total_heads());
+    const double t = target_fraction(step, p.target_heads / n, p.target_warmup_steps);
+    auto gap = gates_->expected_open() / n - t;
+    last_gap_ = gap.item<double>();
+    return lambda1_ * gap + lambda2_ * gap * gap;
+  }
+  const double lambda = lambda_at(step);
+  if (lambda == 0) return gates_->penalty(p.penalty_norm) * 0.0;
+  return lambda * gates_->penalty(p.penalty_norm);
+}
+
+void PruneTrainer::after_step(int64_t step) {
+  if (config_.prune.target_heads > 0) {
+    // Gradient ascent on the multipliers: d/dlambda1 = gap, d/dlambda2 = gap^2.
+    lambda1_ += config_.prune.lagrangian_lr * last_gap_;
+    lambda2_ += config_.prune.lagrangian_lr * last_gap_ * last_gap_;
+  }
+}
+
+std::map<std::string, torch::Tensor> PruneTrainer::final_values() {
+  if (config_.prune.target_heads > 0) return top_n_values(*gates_, config_.prune.target_heads);
+  return gates_->eval_values();
+}
+
+void PruneTrainer::before_evaluate() {
+  if (finished_) {
+    gates_->apply_values(final_values());
+  } else {
+    gates_->apply_eval();
+  }
+}
+
+void PruneTrainer::on_evaluation(int64_t step, nlohmann::json& record) {
+  torch::NoGradGuard no_grad;
+  const auto open = gates_->open_heads();
+  const auto& arch = model_->architecture();
+  nlohmann::json open_json;
+  std::vector<int64_t> counts;
+  for (auto t : model::kAttentionTypes) {
+    const auto it = open.find(t);
+    const int64_t n = it != open.end() ? it->second : arch.total(t);
+    if (it != open.end()) open_json[model::attention_name(t)] = n;
+    counts.push_back(n);
+  }
+  record["open_heads"] = open_json;
+  record["heads_e_d_de"] = fmt::format("{}/{}/{}", counts[0], counts[1], counts[2]);
+  record["expected_open"] = gates_->expected_open().item<double>();
+  if (config_.prune.target_heads > 0) {
+    record["target_heads"] = config_.prune.target_heads;
+    record["target_now"] =
+        target_fraction(step,
+                        config_.prune.target_heads / static_cast<double>(gates_->total_heads()),
+                        config_.prune.target_warmup_steps) *
+        static_cast<double>(gates_->total_heads());
+    record["lambda1"] = lambda1_;
+    record["lambda2"] = lambda2_;
+  } else {
+    record["lambda"] = lambda_at(step);
+  }
+  log::info("step {} | heads open (enc/dec/enc-dec) {} | expected open {:.1f}{}", step,
+            record["heads_e_d_de"].get<std::string>(), record["expected_open"].get<double>(),
+            config_.prune.target_heads > 0
+                ? fmt::format(" | target {:.1f}", record["target_now"].get<double>())
+                : "");
+  if (options_.rank != 0) return;
+  nlohmann::json heads = nlohmann::json::array();
+  const auto values = finished_ ? final_values() : gates_->eval_values();
+  for (const auto& l : gates_->layers()) {
+    const auto p_open = l.gate->p_open().detach().to(torch::kCPU);
+    const auto g = values.at(HeadGatesImpl::key(l.type, l.layer)).to(torch::kCPU);
+    for (int64_t h = 0; h < l.gate->num_heads(); ++h) {
+      heads.push_back({model::attention_name(l.type), l.layer, h, p_open[h].item<double>(),
+                       g[h].item<double>()});
+    }
+  }
+  nlohmann::json line = {{"step", step},
+                         {"dev_bleu", record.value("dev_bleu", 0.0)},
+                         {"final", finished_},
+                         {"heads", heads}};
+  std::ofstream(options_.run_dir / "gates.jsonl", std::ios::app) << line.dump() << "\n";
+}
+
+void PruneTrainer::save_extra(const fs::path& dir) {
+  train::save_weights(dir / "gates.pt", model::named_weights(*gates_));
+  nlohmann::json j = {
+      {"lambda1", lambda1_}, {"lambda2", lambda2_}, {"attention", config_.prune.attention}};
+  io::write_file_atomic(dir / "prune_state.json", j.dump(2) + "\n");
+}
+
+void PruneTrainer::load_extra(const fs::path& dir) {
+  std::error_code ec;
+  HC_CHECK(fs::exists(dir / "gates.pt", ec), "{}: no gates.pt (not a checkpoint of a prune run)",
+           dir.string());
+  model::load_weights(*gates_, train::load_weights_file(dir / "gates.pt"),
+                      (dir / "gates.pt").string());
+  const auto j = nlohmann::json::parse(io::read_file(dir / "prune_state.json"));
+  lambda1_ = j.at("lambda1").get<double>();
+  lambda2_ = j.at("lambda2").get<double>();
+}
+
+void PruneTrainer::on_finish() {
+  finished_ = true;
+  const auto values = final_values();
+  const auto r = evaluate();
+  nlohmann::json rec = {{"event", "final"},
+                        {"step", state_.step},
+                        {"dev_loss", r.loss},
+                        {"dev_bleu", r.bleu},
+                        {"dev_chrf", r.chrf}};
+  on_evaluation(state_.step, rec);
+  log_metrics(rec);
+  // The physically smaller model.
+  torch::NoGradGuard no_grad;
+  gates_->clear();
+  auto pruned = prune_heads(model_, values);
+  gates_->apply_values(values);
+  int64_t before = 0, after = 0;
+  for (const auto& p : model_->parameters()) before += p.numel();
+  for (const auto& p : pruned->parameters()) after += p.numel();
+  train::save_checkpoint(options_.run_dir / "pruned", pruned, nullptr, state_, config_,
+                         vocab_files_);
+  const std::string csv = write_head_removal_log(options_.run_dir);
+  // Dev BLEU at step 0 (the converged model, gates fully open) from the metrics.
+  double start_bleu = 0;
+  for (const auto& line :
+       io::read_lines(options_.run_dir / "metrics.jsonl", {.allow_empty_file = true})) {
+    if (line.empty()) continue;
+    const auto j = nlohmann::json::parse(line);
+    if (j["event"] == "eval" && j["step"] == 0) start_bleu = j["dev_bleu"].get<double>();
+  }
+  nlohmann::ordered_json summary = {
+      {"init_from", options_.init_from ? options_.init_from->string() : ""},
+      {"attention_gated", config_.prune.attention},
+      {"lambda", config_.prune.target_heads > 0 ? 0.0 : config_.prune.lambda},
+      {"target_heads", config_.prune.target_heads},
+      {"steps", state_.step},
+      {"heads_before_e_d_de", model_->architecture().summary()},
+      {"heads_after_e_d_de", pruned->architecture().summary()},
+      {"heads_after", pruned->architecture().to_json()},
+      {"parameters_before", before},
+      {"parameters_after", after},
+      {"dev_bleu_start", start_bleu},
+      {"dev_bleu_end", r.bleu},
+      {"pruned_checkpoint", (options_.run_dir / "pruned").string()}};
+  io::write_file_atomic(options_.run_dir / "pruning.json", summary.dump(2) + "\n");
+  std::string readme = fmt::format(
+      "# Pruning run\n\nFrom `{}`, gates on {} ({}), {} steps.\n\n"
+      "| | heads (enc / dec / enc-dec) | parameters | dev BLEU |\n| --- | --- | ---: | ---: |\n"
+      "| start | {} | {} | {:.2f} |\n| end (pruned/) | {} | {} | {:.2f} |\n\n"
+      "Heads in the order they were removed (head_removal.csv; removal_step is the first "
+      "evaluation "
+      "from which the head's gate stayed 0):\n\n```\n",
+      summary["init_from"].get<std::string>(), fmt::join(config_.prune.attention, ", "),
+      config_.prune.target_heads > 0 ? fmt::format("target {} heads", config_.prune.target_heads)
+                                     : fmt::format("lambda {}", config_.prune.lambda),
+      state_.step, model_->architecture().summary(), before, start_bleu,
+      pruned->architecture().summary(), after, r.bleu);
+  size_t lines = 0;
+  for (size_t pos = 0; pos < csv.size() && lines < 25; ++lines) {
+    const size_t end = csv.find('\n', pos);
+    readme += csv.substr(pos, end - pos + 1);
+    pos = end + 1;
+  }
+  readme += "```\n";
+  io::write_file_atomic(options_.run_dir / "README.md", readme);
+  log::info(
+      "pruned: heads {} -> {} (enc/dec/enc-dec), parameters {} -> {}, dev BLEU {:.2f} -> {:.2f}; "
+      "wrote {}",
+      model_->architecture().summary(), pruned->architecture().summary(), before, after, start_bleu,
+      r.bleu, (options_.run_dir / "pruned").string());
+}
+
+std::string write_head_removal_log(const fs::path& run_dir) {
+  struct Eval {
+    int64_t step;
+    double bleu;
+    bool final;
+    std::vector<nlohmann::json> heads;
+  };
+  std::vector<Eval> evals;
+  for (const auto& line : io::read_lines(run_dir / "gates.jsonl", {.allow_empty_file = true})) {
+    if (line.empty()) continue;
+    const auto j = nlohmann::json::parse(line);
+    evals.push_back({j["step"].get<int64_t>(), j["dev_bleu"].get<double>(), j["final"].get<bool>(),
+                     j["heads"].get<std::vector<nlohmann::json>>()});
+  }
+  HC_CHECK(!evals.empty(), "{}/gates.jsonl has no evaluation", run_dir.string());
+  const size_t n_heads = evals.back().heads.size();
+  struct Row {
+    std::string attention;
+    int64_t layer, head;
+    int64_t removal_step = -1;
+    double p_open, gate, bleu = 0;
+  };
+  std::vector<Row> rows;
+  for (size_t h = 0; h < n_heads; ++h) {
+    const auto& last = evals.back().heads[h];
+    Row r{last[0].get<std::string>(), last[1].get<int64_t>(), last[2].get<int64_t>(), -1,
+          last[3].get<double>(),      last[4].get<double>()};
+    // The first evaluation from which the gate stayed 0 through the end.
+    for (size_t e = evals.size(); e-- > 0;) {
+      if (evals[e].heads[h][4].get<double>() != 0.0) break;
+      r.removal_step = evals[e].step;
+      r.bleu = evals[e].bleu;
+    }
+    rows.push_back(r);
+  }
+  std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) {
+    const bool ka = a.removal_step < 0, kb = b.removal_step < 0;
+    if (ka != kb) return kb;  // removed heads first
+    return a.removal_step < b.removal_step;
+  });
+  std::string csv = "attention,layer,head,removal_step,p_open,gate,dev_bleu_at_removal\n";
+  for (const auto& r : rows) {
+    csv += fmt::format("{},{},{},{},{:.6f},{:.6f},{}\n", r.attention, r.layer, r.head,
+                       r.removal_step < 0 ? "" : std::to_string(r.removal_step), r.p_open, r.gate,
+                       r.removal_step < 0 ? "" : fmt::format("{:.2f}", r.bleu));
+  }
+  io::write_file_atomic(run_dir / "head_removal.csv", csv);
+  return csv;
+}
+
+}  // namespace headcount::prune
