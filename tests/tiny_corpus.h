@@ -44,6 +44,9 @@ inline Config tiny_run_config(const testing::TempDir& dir, int train_pairs) {
   io::write_lines_atomic(dir / "test.es", des);
   io::write_lines_atomic(dir / "test.en", den);
   Config c;
+  // Tests run two at a time (ctest -j2): one BLAS thread each keeps them from spinning against
+  // each other.
+  c.threads.blas = 1;
   c.data.prepare = "none";
   c.data.dir = dir.path().string();
   c.data.test_extra_refs = {};
