@@ -195,6 +195,10 @@ TEST(PruneRun, HugeLambdaRemovesEveryHeadAndTheModelStillWorks) {
   o.run_dir = dir / "scratch";
   o.architecture_from = dir / "p" / "pruned";
   EXPECT_EQ(train::train_command(scratch, o).steps, 3);
+  // Any checkpoint of the run exports to a pruned model.
+  const auto arch = prune::export_pruned(dir / "p" / "checkpoints" / "last", dir / "exported");
+  EXPECT_EQ(arch.total(), 0);
+  EXPECT_THROW(prune::export_pruned(dir / "base" / "checkpoints" / "last", dir / "x"), Error);
   // Every head has a removal step.
   for (const auto& row : io::read_lines(dir / "p" / "head_removal.csv")) {
     EXPECT_EQ(row.find(",,"), std::string::npos) << row;

@@ -12,6 +12,7 @@
 #include "headcount/data/corpus.h"
 #include "headcount/decode/search.h"
 #include "headcount/model/transformer.h"
+#include "headcount/prune/head_gates.h"
 #include "headcount/train/checkpoint.h"
 #include "headcount/train/loss.h"
 
@@ -100,6 +101,7 @@ struct TrainBenchArgs {
   int sentences = 64, length = 32;  // 2048 target tokens a step
   int steps = 5, warmup = 2;
   bool json = false;
+  bool gated = false;  // also time gated fine-tuning steps, alternating with plain ones
 };
 
 // FLOPs of one training step: 3x the forward matmuls (forward, and backward's two products).
@@ -153,12 +155,49 @@ void bench_train(const TrainBenchArgs& a, const Config& config) {
     (ls.loss / static_cast<double>(ls.tokens)).backward();
     adam.step();
   };
+  // Gated fine-tuning: Hard-Concrete gates on every head, a fresh sample each step, L0 penalty.
+  prune::HeadGates gates{nullptr};
+  std::unique_ptr<torch::optim::Adam> gate_adam;
+  if (a.gated) {
+    const std::vector<model::AttentionType> all(std::begin(model::kAttentionTypes),
+                                                std::end(model::kAttentionTypes));
+    gates = prune::HeadGates(m, all, prune::HardConcreteOptions{});
+    gate_adam =
+        std::make_unique<torch::optim::Adam>(gates->parameters(), torch::optim::AdamOptions(1e-2));
+  }
+  auto gated_step = [&] {
+    adam.zero_grad();
+    gate_adam->zero_grad();
+    gates->apply_sample(a.sentences);
+    auto ls = train::label_smoothed_loss(m->forward(src, tgt_in), tgt_out, 0.1);
+    (ls.loss / static_cast<double>(ls.tokens) + 0.05 * gates->penalty("layer_mean")).backward();
+    adam.step();
+    gate_adam->step();
+    gates->clear();
+  };
   for (int i = 0; i < a.warmup; ++i) step();
-  std::vector<double> times;
-  for (int i = 0; i < a.steps; ++i) {
+  if (a.gated) gated_step();
+  std::vector<double> times, gated_times;
+  auto timed = [](auto&& f) {
     const auto t0 = std::chrono::steady_clock::now();
-    step();
-    times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    f();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+  for (int i = 0; i < a.steps; ++i) {
+    times.push_back(timed(step));
+    if (a.gated) gated_times.push_back(timed(gated_step));
+  }
+  if (a.gated) {
+    std::sort(gated_times.begin(), gated_times.end());
+    auto sorted = times;
+    std::sort(sorted.begin(), sorted.end());
+    const double plain = sorted[sorted.size() / 2],
+                 gated_median = gated_times[gated_times.size() / 2];
+    std::printf(
+        "plain step: median %.3f s; gated step: median %.3f s (min %.3f, max %.3f); gated / "
+        "plain = %.3f (%d alternating pairs)\n",
+        plain, gated_median, gated_times.front(), gated_times.back(), gated_median / plain,
+        a.steps);
   }
   std::sort(times.begin(), times.end());
   const double median = times[times.size() / 2];
@@ -268,6 +307,9 @@ void add_bench_command(CLI::App& app) {
   train->add_option("--steps", t->steps)->check(CLI::Range(1, 100000))->capture_default_str();
   train->add_option("--warmup", t->warmup)->capture_default_str();
   train->add_flag("--json", t->json, "One JSON line");
+  train->add_flag("--gated", t->gated,
+                  "Also time gated fine-tuning steps (gates on every head), alternating with plain "
+                  "steps, and print their ratio");
   auto d = std::make_shared<DecodeBenchArgs>();
   auto* dec = cmd->add_subcommand("decode", "Decoding speed (greedy and beam) on the dev set");
   dec->add_option("--checkpoint", d->checkpoint, "Checkpoint folder")->required();

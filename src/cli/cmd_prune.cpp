@@ -1,4 +1,6 @@
 // headcount prune: fine-tune a converged checkpoint with Hard-Concrete head gates.
+#include <cstdio>
+
 #include "commands.h"
 #include "headcount/common/check.h"
 #include "headcount/prune/prune_trainer.h"
@@ -27,20 +29,24 @@ void add_prune_command(CLI::App& app) {
     train::TrainOptions o;
     o.run_dir = a->out;
     o.init_from = config.prune.init_from;
-    std::error_code ec;
-    if (!std::filesystem::exists(o.run_dir / "checkpoints" / "last", ec) &&
-        std::filesystem::exists(o.run_dir, ec) && !std::filesystem::is_empty(o.run_dir, ec)) {
-      for (const auto& e : std::filesystem::directory_iterator(o.run_dir)) {
-        const auto name = e.path().filename().string();
-        HC_CHECK(name == "config.yaml" || name == "metrics.jsonl" || name == "gates.jsonl" ||
-                     name == "checkpoints",
-                 "{} exists and holds '{}', but no checkpoint to resume: refusing to overwrite it",
-                 a->out, name);
-      }
-    }
+    train::check_run_folder(config, o.run_dir);
     std::filesystem::create_directories(o.run_dir);
     prune::PruneTrainer trainer(config, o);
     trainer.run();
+  });
+}
+
+void add_export_pruned_command(CLI::App& app) {
+  auto checkpoint = std::make_shared<std::string>();
+  auto out = std::make_shared<std::string>();
+  auto* cmd = app.add_subcommand("export-pruned",
+                                 "Write the physically pruned model of any checkpoint of a prune "
+                                 "run (e.g. RUN/checkpoints/step-N)");
+  cmd->add_option("--checkpoint", *checkpoint, "Checkpoint folder of a prune run")->required();
+  cmd->add_option("--out", *out, "New checkpoint folder")->required();
+  cmd->callback([checkpoint, out] {
+    const auto arch = prune::export_pruned(*checkpoint, *out);
+    std::printf("wrote %s: heads %s (enc/dec/enc-dec)\n", out->c_str(), arch.summary().c_str());
   });
 }
 

@@ -30,20 +30,8 @@ void add_train_command(CLI::App& app) {
     o.run_dir = a->out;
     if (!a->architecture_from.empty()) o.architecture_from = a->architecture_from;
     std::error_code ec;
-    const bool exists = std::filesystem::exists(o.run_dir / "checkpoints" / "last", ec);
-    HC_CHECK(!a->resume || exists, "--resume: {} has no checkpoint to resume from", a->out);
-    if (!exists && std::filesystem::exists(o.run_dir, ec) &&
-        !std::filesystem::is_empty(o.run_dir, ec)) {
-      // A folder with content but no checkpoint: only a run interrupted before its first
-      // checkpoint (config.yaml and metrics.jsonl alone) may be restarted.
-      for (const auto& e : std::filesystem::directory_iterator(o.run_dir)) {
-        const auto name = e.path().filename().string();
-        HC_CHECK(name == "config.yaml" || name == "metrics.jsonl" || name == "checkpoints",
-                 "{} exists and holds '{}', but no checkpoint to resume: refusing to overwrite it; "
-                 "use another --out",
-                 a->out, name);
-      }
-    }
+    HC_CHECK(!a->resume || std::filesystem::exists(o.run_dir / "checkpoints" / "last", ec),
+             "--resume: {} has no checkpoint to resume from", a->out);
     train::train_command(config, o);
   });
 }

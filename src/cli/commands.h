@@ -24,6 +24,7 @@ void add_train_command(CLI::App& app);
 void add_translate_command(CLI::App& app);
 void add_eval_command(CLI::App& app);
 void add_prune_command(CLI::App& app);
+void add_export_pruned_command(CLI::App& app);
 
 // Config files, --set overrides and --dump-config, shared by every command that takes a config.
 struct ConfigArgs {

@@ -19,6 +19,7 @@ const CommandSpec kCommands[] = {
     {"vocab", add_vocab_command},
     {"train", add_train_command},
     {"prune", add_prune_command},
+    {"export-pruned", add_export_pruned_command},
     {"translate", add_translate_command},
     {"eval", add_eval_command},
     {"bleu", add_bleu_command},

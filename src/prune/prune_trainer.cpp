@@ -273,6 +273,26 @@ void PruneTrainer::on_finish() {
       r.bleu, (options_.run_dir / "pruned").string());
 }
 
+model::Architecture export_pruned(const fs::path& checkpoint, const fs::path& out) {
+  const auto info = train::read_checkpoint_info(checkpoint);
+  std::error_code ec;
+  HC_CHECK(fs::exists(checkpoint / "gates.pt", ec),
+           "{} has no gates.pt: not a checkpoint of a prune run", checkpoint.string());
+  HC_CHECK(!fs::exists(out, ec) || fs::is_empty(out, ec),
+           "{} exists and is not empty: refusing to overwrite it", out.string());
+  auto model = train::load_model(info, torch::kCPU);
+  HeadGates gates(model, gated_types(info.config.prune), gate_options(info.config.prune));
+  model::load_weights(*gates, train::load_weights_file(checkpoint / "gates.pt"),
+                      (checkpoint / "gates.pt").string());
+  const auto values = info.config.prune.target_heads > 0
+                          ? top_n_values(*gates, info.config.prune.target_heads)
+                          : gates->eval_values();
+  torch::NoGradGuard no_grad;
+  auto pruned = prune_heads(model, values);
+  train::save_checkpoint(out, pruned, nullptr, info.state, info.config, info.vocab);
+  return pruned->architecture();
+}
+
 std::string write_head_removal_log(const fs::path& run_dir) {
   struct Eval {
     int64_t step;

@@ -484,28 +484,44 @@ TrainSummary Trainer::run() {
   return summary;
 }
 
-TrainSummary train_command(const Config& config, const TrainOptions& options) {
+void check_run_folder(const Config& config, const fs::path& run_dir) {
   std::error_code ec;
-  const fs::path saved = options.run_dir / "config.yaml";
-  if (fs::exists(options.run_dir / "checkpoints" / "last", ec) && fs::exists(saved, ec)) {
-    const Config before = load_config_file(saved);
-    std::vector<std::string> blocking;
-    for (const auto& key : changed_keys(before, config)) {
-      const bool allowed = key.rfind("train.", 0) == 0 || key.rfind("threads.", 0) == 0 ||
-                           key.rfind("decode.", 0) == 0 || key == "device";
-      if (allowed) {
-        log::info("resuming with {} changed: {} -> {}", key, config_value(before, key),
-                  config_value(config, key));
-      } else {
-        blocking.push_back(fmt::format("{} ({} in the run, {} now)", key, config_value(before, key),
-                                       config_value(config, key)));
-      }
+  const fs::path saved = run_dir / "config.yaml";
+  const bool has_checkpoint = fs::exists(run_dir / "checkpoints" / "last", ec);
+  if (!has_checkpoint && fs::exists(run_dir, ec) && !fs::is_empty(run_dir, ec)) {
+    // A folder with content but no checkpoint: only a run interrupted before its first
+    // checkpoint (its config and event logs alone) may be started again.
+    for (const auto& e : fs::directory_iterator(run_dir)) {
+      const auto name = e.path().filename().string();
+      HC_CHECK(name == "config.yaml" || name == "metrics.jsonl" || name == "gates.jsonl" ||
+                   name == "checkpoints",
+               "{} exists and holds '{}', but no checkpoint to resume: refusing to overwrite it; "
+               "use another --out",
+               run_dir.string(), name);
     }
-    HC_CHECK(blocking.empty(),
-             "{} holds a run with another config: {}. Use another --out, or the run's own config "
-             "({})",
-             options.run_dir.string(), fmt::join(blocking, ", "), saved.string());
   }
+  if (!has_checkpoint || !fs::exists(saved, ec)) return;
+  const Config before = load_config_file(saved);
+  std::vector<std::string> blocking;
+  for (const auto& key : changed_keys(before, config)) {
+    const bool allowed = key.rfind("train.", 0) == 0 || key.rfind("threads.", 0) == 0 ||
+                         key.rfind("decode.", 0) == 0 || key == "device";
+    if (allowed) {
+      log::info("resuming with {} changed: {} -> {}", key, config_value(before, key),
+                config_value(config, key));
+    } else {
+      blocking.push_back(fmt::format("{} ({} in the run, {} now)", key, config_value(before, key),
+                                     config_value(config, key)));
+    }
+  }
+  HC_CHECK(blocking.empty(),
+           "{} holds a run with another config: {}. Use another --out, or the run's own config "
+           "({})",
+           run_dir.string(), fmt::join(blocking, ", "), saved.string());
+}
+
+TrainSummary train_command(const Config& config, const TrainOptions& options) {
+  check_run_folder(config, options.run_dir);
   fs::create_directories(options.run_dir);
   Trainer trainer(config, options);
   const auto s = trainer.run();

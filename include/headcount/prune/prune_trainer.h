@@ -45,6 +45,10 @@ class PruneTrainer : public train::Trainer {
   bool finished_ = false;
 };
 
+// Writes a physically pruned checkpoint of any checkpoint of a prune run (its gates.pt): the
+// eval gates, or in target mode the top prune.target_heads heads. Returns the new architecture.
+model::Architecture export_pruned(const fs::path& checkpoint, const fs::path& out);
+
 // Reads gates.jsonl and metrics.jsonl of a run and writes head_removal.csv (one row per gated
 // head in the order heads were removed). Returns the rows as CSV text too.
 std::string write_head_removal_log(const fs::path& run_dir);

@@ -125,6 +125,11 @@ class Trainer {
   bool ready_ = false;
 };
 
+// Before resuming `run_dir`: refuses a config whose model, data, vocabulary, seed or pruning
+// settings differ from the run's own (train.*, threads.*, decode.* and device may change), and a
+// folder that holds something other than a run.
+void check_run_folder(const Config& config, const fs::path& run_dir);
+
 // `headcount train`: starts a run in `run_dir`, or resumes it from its `last` checkpoint.
 TrainSummary train_command(const Config& config, const TrainOptions& options);
 
