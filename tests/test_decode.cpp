@@ -76,7 +76,8 @@ TEST(Search, BeamOneIsGreedyAndLengthIsCapped) {
   TableModel g(1), b(1);
   fill_table(g);
   fill_table(b);
-  EXPECT_EQ(decode::beam_search(b, {10}, 1, 0.6)[0].tokens, decode::greedy_search(g, {10})[0].tokens);
+  EXPECT_EQ(decode::beam_search(b, {10}, 1, 0.6)[0].tokens,
+            decode::greedy_search(g, {10})[0].tokens);
   // At most one token before EOS is forced.
   TableModel g1(1), b1(3);
   fill_table(g1);

@@ -35,18 +35,7 @@ struct BleuArgs {
 
 // As sacreBLEU reads its inputs: UTF-8 lines, trailing whitespace stripped. "-" is stdin.
 std::vector<std::string> read_segments(const std::string& path) {
-  std::vector<std::string> lines;
-  if (path == "-") {
-    std::string line;
-    size_t n = 0;
-    while (std::getline(std::cin, line)) {
-      ++n;
-      HC_CHECK(!text::find_invalid_utf8(line), "<stdin>:{}: invalid UTF-8", n);
-      lines.push_back(line);
-    }
-  } else {
-    lines = io::read_lines(path, {.allow_empty_file = true});
-  }
+  auto lines = io::read_lines_or_stdin(path, {.allow_empty_file = true});
   for (auto& l : lines) l = text::rstrip_py_utf8(l);
   return lines;
 }

@@ -88,18 +88,7 @@ void add_translate_command(CLI::App& app) {
   cmd->add_option("-o,--output", *output, "Output file ('-': stdout)")->capture_default_str();
   cmd->callback([a, input, output] {
     Loaded l = load(*a);
-    std::vector<std::string> lines;
-    if (*input == "-") {
-      std::string line;
-      size_t n = 0;
-      while (std::getline(std::cin, line)) {
-        ++n;
-        HC_CHECK(!text::find_invalid_utf8(line), "<stdin>:{}: invalid UTF-8", n);
-        lines.push_back(line);
-      }
-    } else {
-      lines = io::read_lines(*input, {.allow_empty_file = true});
-    }
+    const auto lines = io::read_lines_or_stdin(*input, {.allow_empty_file = true});
     const auto out = translate_lines(l, lines);
     if (*output == "-") {
       for (const auto& s : out) std::printf("%s\n", s.c_str());

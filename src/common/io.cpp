@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <iostream>
 #include <sstream>
 
 #include "headcount/common/check.h"
@@ -22,9 +23,11 @@ std::string read_file(const fs::path& path) {
   return ss.str();
 }
 
-std::vector<std::string> read_lines(const fs::path& path, const ReadOptions& options) {
-  const std::string data = read_file(path);
-  HC_CHECK(options.allow_empty_file || !data.empty(), "{}: file is empty", path.string());
+namespace {
+
+std::vector<std::string> split_lines(const std::string& data, const std::string& name,
+                                     const ReadOptions& options) {
+  HC_CHECK(options.allow_empty_file || !data.empty(), "{}: file is empty", name);
   std::vector<std::string> lines;
   size_t start = 0;
   size_t line_no = 1;
@@ -34,15 +37,28 @@ std::vector<std::string> read_lines(const fs::path& path, const ReadOptions& opt
     std::string_view line(data.data() + start, end - start);
     if (options.strip_cr && !line.empty() && line.back() == '\r') line.remove_suffix(1);
     if (const auto bad = text::find_invalid_utf8(line)) {
-      HC_FAIL("{}:{}: invalid UTF-8 at byte {} of the line", path.string(), line_no, *bad + 1);
+      HC_FAIL("{}:{}: invalid UTF-8 at byte {} of the line", name, line_no, *bad + 1);
     }
-    HC_CHECK(line.find('\0') == std::string_view::npos, "{}:{}: NUL byte in a text file",
-             path.string(), line_no);
+    HC_CHECK(line.find('\0') == std::string_view::npos, "{}:{}: NUL byte in a text file", name,
+             line_no);
     lines.emplace_back(line);
     start = end + 1;
     ++line_no;
   }
   return lines;
+}
+
+}  // namespace
+
+std::vector<std::string> read_lines(const fs::path& path, const ReadOptions& options) {
+  return split_lines(read_file(path), path.string(), options);
+}
+
+std::vector<std::string> read_lines_or_stdin(const std::string& path, const ReadOptions& options) {
+  if (path != "-") return read_lines(path, options);
+  std::ostringstream ss;
+  ss << std::cin.rdbuf();
+  return split_lines(ss.str(), "<stdin>", options);
 }
 
 void write_file_atomic(const fs::path& path, const std::string& content) {

@@ -27,8 +27,8 @@ bool is_dropped_element(std::string_view name) {
 // <w>, <transChange>, <divineName>, <q>, <seg> just vanish.
 bool is_block_element(std::string_view name) {
   static const std::set<std::string_view> kBlock = {
-      "l",    "lg",   "p",    "div",  "item", "list", "lb", "row", "cell",
-      "table", "head", "chapter", "verse", "milestone", "br", "cb", "pb"};
+      "l",     "lg",   "p",       "div",   "item",      "list", "lb", "row", "cell",
+      "table", "head", "chapter", "verse", "milestone", "br",   "cb", "pb"};
   return kBlock.count(name) > 0;
 }
 
@@ -62,9 +62,8 @@ size_t decode_entity(std::string_view s, size_t i, std::string& out) {
 }
 
 bool closes_tightly(char32_t c) {
-  return c == U'.' || c == U',' || c == U';' || c == U':' || c == U'!' || c == U'?' ||
-         c == U')' || c == U']' || c == U'}' || c == U'\u00bb' || c == U'\u201d' ||
-         c == U'\u2019';
+  return c == U'.' || c == U',' || c == U';' || c == U':' || c == U'!' || c == U'?' || c == U')' ||
+         c == U']' || c == U'}' || c == U'\u00bb' || c == U'\u201d' || c == U'\u2019';
 }
 
 bool opens_tightly(char32_t c) {
@@ -176,7 +175,9 @@ std::string osis_to_text(std::string_view osis) {
   return finish_text(raw);
 }
 
-std::string VerseEntry::key() const { return fmt::format("{} {}:{}", book, chapter, verse); }
+std::string VerseEntry::key() const {
+  return fmt::format("{} {}:{}", book, chapter, verse);
+}
 
 std::vector<VerseEntry> parse_imp(std::string_view imp) {
   std::vector<VerseEntry> out;
@@ -326,8 +327,7 @@ BibleStats build_bible_corpus(const BibleOptions& o) {
     const auto r = ref2.text.find(key);
     if (s == src.text.end() || t == tgt.text.end() || r == ref2.text.end()) continue;
     const std::string chapter = fmt::format("{} {}", e.book, e.chapter);
-    auto [it, inserted] =
-        chapter_index.emplace(chapter, static_cast<int>(chapter_index.size()));
+    auto [it, inserted] = chapter_index.emplace(chapter, static_cast<int>(chapter_index.size()));
     const int phase = it->second % o.period;
     Split& sp = phase == o.dev_phase ? splits[1] : phase == o.test_phase ? splits[2] : splits[0];
     sp.src.push_back(s->second);

@@ -29,8 +29,7 @@ Vocab Vocab::load(const fs::path& model_file) {
                v.sp_->eos_id() == kEosId,
            "{}: special ids are pad={} unk={} bos={} eos={}, headcount expects 0, 1, 2, 3 (train "
            "it with --pad_id=0 --unk_id=1 --bos_id=2 --eos_id=3)",
-           model_file.string(), v.sp_->pad_id(), v.sp_->unk_id(), v.sp_->bos_id(),
-           v.sp_->eos_id());
+           model_file.string(), v.sp_->pad_id(), v.sp_->unk_id(), v.sp_->bos_id(), v.sp_->eos_id());
   return v;
 }
 
@@ -55,8 +54,12 @@ std::string Vocab::decode(const std::vector<int>& ids) const {
   return text;
 }
 
-int Vocab::size() const { return sp_->GetPieceSize(); }
-std::string Vocab::piece(int id) const { return sp_->IdToPiece(id); }
+int Vocab::size() const {
+  return sp_->GetPieceSize();
+}
+std::string Vocab::piece(int id) const {
+  return sp_->IdToPiece(id);
+}
 
 void train_sentencepiece(const std::vector<fs::path>& inputs, const fs::path& model_prefix,
                          const VocabConfig& c, int seed, int threads) {
@@ -83,10 +86,9 @@ void train_sentencepiece(const std::vector<fs::path>& inputs, const fs::path& mo
 VocabFiles train_or_load_vocab(const VocabConfig& c, const fs::path& train_src,
                                const fs::path& train_tgt, int seed, int threads) {
   // The options that change the model, then the inputs' contents.
-  const std::string options =
-      fmt::format("v1|joint={}|size={}|type={}|coverage={}|bytes={}|sentences={}|seed={}",
-                  c.joint, c.size, c.model_type, c.character_coverage, c.byte_fallback,
-                  c.input_sentence_size, seed);
+  const std::string options = fmt::format(
+      "v1|joint={}|size={}|type={}|coverage={}|bytes={}|sentences={}|seed={}", c.joint, c.size,
+      c.model_type, c.character_coverage, c.byte_fallback, c.input_sentence_size, seed);
   uint64_t h = io::fnv1a(options.data(), options.size());
   h = io::hash_file(train_src, h);
   h = io::hash_file(train_tgt, h);
@@ -102,7 +104,8 @@ VocabFiles train_or_load_vocab(const VocabConfig& c, const fs::path& train_src,
     return out;
   }
   // Train into a temporary folder and rename it into place: never a half-written cache entry.
-  const fs::path tmp = fs::path(c.cache_dir) / fmt::format(".spm-{}.tmp.{}", io::hex64(h), getpid());
+  const fs::path tmp =
+      fs::path(c.cache_dir) / fmt::format(".spm-{}.tmp.{}", io::hex64(h), getpid());
   fs::remove_all(tmp, ec);
   fs::create_directories(tmp);
   log::info("vocabulary: training SentencePiece ({} {}, size {}) on {} and {}",

@@ -19,6 +19,9 @@ struct ReadOptions {
 // unreadable file, an empty file (unless allowed), invalid UTF-8, a NUL byte.
 std::vector<std::string> read_lines(const fs::path& path, const ReadOptions& options = {});
 std::string read_file(const fs::path& path);
+// read_lines, with "-" meaning standard input (same checks, named "<stdin>").
+std::vector<std::string> read_lines_or_stdin(const std::string& path,
+                                             const ReadOptions& options = {});
 
 // Writes `content` to `path` through a temporary file in the same folder and a rename, so a
 // reader never sees a half-written file and an interrupted write leaves the old file intact.

@@ -53,7 +53,7 @@ struct BibleSplitStats {
 
 struct BibleStats {
   size_t src_entries = 0, tgt_entries = 0, ref2_entries = 0;
-  size_t common = 0;        // references present (non-empty) in all three modules
+  size_t common = 0;  // references present (non-empty) in all three modules
   std::vector<BibleSplitStats> splits;
 };
 
