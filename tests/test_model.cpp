@@ -241,3 +241,35 @@ TEST(Cuda, ModelGivesTheSameLogitsOnGpuAndCpu) {
 
 }  // namespace
 }  // namespace headcount
+
+#include "headcount/model/dropout.h"
+
+namespace headcount {
+namespace {
+
+TEST(Dropout, StatisticsScalingGradientAndReproducibility) {
+  torch::manual_seed(11);
+  auto x = torch::ones({1000, 1001}, torch::requires_grad());  // odd size: the tail path too
+  auto y = model::dropout(x, 0.3, true);
+  const double zero_share = y.eq(0).to(torch::kFloat64).mean().item<double>();
+  // 1,001,000 Bernoulli(0.3) draws: standard error 0.00046.
+  EXPECT_NEAR(zero_share, 0.3, 0.003);
+  // Kept elements are scaled by 1 / (1 - p) exactly.
+  const auto kept = y.masked_select(y.ne(0));
+  EXPECT_TRUE(torch::allclose(kept, torch::full_like(kept, 1.0 / 0.7)));
+  // dy/dx is the mask.
+  y.sum().backward();
+  EXPECT_TRUE(torch::equal(x.grad(), y.detach()));
+  // Eval is the identity; the same seed gives the same mask; the tail elements vary too.
+  EXPECT_TRUE(model::dropout(x, 0.3, false).is_same(x));
+  torch::manual_seed(5);
+  auto a = model::dropout(torch::ones({7}), 0.5, true);
+  torch::manual_seed(5);
+  auto b = model::dropout(torch::ones({7}), 0.5, true);
+  EXPECT_TRUE(torch::equal(a, b));
+  auto c = model::dropout(torch::ones({7}), 0.5, true);
+  EXPECT_FALSE(torch::equal(a, c));
+}
+
+}  // namespace
+}  // namespace headcount

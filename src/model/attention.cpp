@@ -1,5 +1,7 @@
 #include "headcount/model/attention.h"
 
+#include "headcount/model/dropout.h"
+
 #include <torch/nn/functional.h>
 #include <torch/nn/init.h>
 
@@ -76,7 +78,7 @@ torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& query,
   if (bias.defined()) scores = scores + bias;
   auto weights = torch::softmax(scores, -1);  // [B, H, T, S]
   if (record_) last_weights_ = weights.detach();
-  if (dropout_ > 0 && is_training()) weights = torch::dropout(weights, dropout_, true);
+  weights = model::dropout(weights, dropout_, is_training());
   auto heads = torch::matmul(weights, v);  // [B, H, T, Dh]
   if (head_scale_.defined()) {
     // [H] -> [1, H, 1, 1]; [B, H] -> [B, H, 1, 1]

@@ -8,6 +8,7 @@
 
 #include "headcount/common/check.h"
 #include "headcount/data/vocab.h"
+#include "headcount/model/dropout.h"
 
 namespace headcount::model {
 
@@ -50,15 +51,15 @@ torch::Tensor EncoderLayerImpl::forward(torch::Tensor x, const torch::Tensor& bi
   // Self-attention sublayer.
   auto h = pre_norm_ ? self_attn_norm(x) : x;
   h = self_attn->forward(h, h, bias);
-  x = x + F::dropout(h, F::DropoutFuncOptions().p(dropout_).training(train));
+  x = x + model::dropout(h, dropout_, train);
   if (!pre_norm_) x = self_attn_norm(x);
   // Feed-forward sublayer.
   h = pre_norm_ ? ffn_norm(x) : x;
   h = torch::relu(fc1(h));
   if (activation_dropout_ > 0)
-    h = F::dropout(h, F::DropoutFuncOptions().p(activation_dropout_).training(train));
+    h = model::dropout(h, activation_dropout_, train);
   h = fc2(h);
-  x = x + F::dropout(h, F::DropoutFuncOptions().p(dropout_).training(train));
+  x = x + model::dropout(h, dropout_, train);
   if (!pre_norm_) x = ffn_norm(x);
   return x;  // [B, S, D]
 }
@@ -83,7 +84,7 @@ torch::Tensor DecoderLayerImpl::forward(torch::Tensor x, const torch::Tensor& me
                                         const torch::Tensor& cross_bias, DecoderLayerCache* cache) {
   const bool train = is_training();
   auto drop = [&](const torch::Tensor& t) {
-    return F::dropout(t, F::DropoutFuncOptions().p(dropout_).training(train));
+    return model::dropout(t, dropout_, train);
   };
   auto h = pre_norm_ ? self_attn_norm(x) : x;
   h = self_attn->forward(h, h, self_bias, cache ? &cache->self_attn : nullptr);
@@ -98,7 +99,7 @@ torch::Tensor DecoderLayerImpl::forward(torch::Tensor x, const torch::Tensor& me
   h = pre_norm_ ? ffn_norm(x) : x;
   h = torch::relu(fc1(h));
   if (activation_dropout_ > 0)
-    h = F::dropout(h, F::DropoutFuncOptions().p(activation_dropout_).training(train));
+    h = model::dropout(h, activation_dropout_, train);
   x = x + drop(fc2(h));
   if (!pre_norm_) x = ffn_norm(x);
   return x;  // [B, T, D]
@@ -175,7 +176,7 @@ torch::Tensor TransformerImpl::embed(torch::nn::Embedding& table, const torch::T
                                      int64_t offset) {
   auto x = table(tokens) * std::sqrt(static_cast<double>(config_.d_model));  // [B, L, D]
   x = x + positions(offset, tokens.size(1), tokens.device());
-  return F::dropout(x, F::DropoutFuncOptions().p(config_.dropout).training(is_training()));
+  return model::dropout(x, config_.dropout, is_training());
 }
 
 EncoderOutput TransformerImpl::encode(const torch::Tensor& src) {
