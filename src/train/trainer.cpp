@@ -296,7 +296,6 @@ TrainSummary Trainer::run() {
   auto window_start = Clock::now();
   double window_loss = 0, window_nll = 0;
   int64_t window_tokens = 0, window_steps = 0, last_saved_step = state_.step;
-  const int64_t start_step = state_.step;
   const bool tty = log::stderr_is_tty();
   std::vector<torch::Tensor> params = trainable_parameters();
 
@@ -475,12 +474,9 @@ TrainSummary Trainer::run() {
   summary.best_score = state_.best_score;
   summary.best_step = state_.best_step;
   summary.seconds = state_.elapsed_seconds;
-  const double session = since(session_start);
-  int64_t session_tokens = 0;
-  (void)start_step;
-  session_tokens = state_.target_tokens;
+  // Over the whole run (all sessions): tokens trained on per second of training.
   summary.target_tokens_per_second =
-      session > 0 ? session_tokens / std::max(state_.elapsed_seconds, 1e-9) : 0;
+      state_.elapsed_seconds > 0 ? state_.target_tokens / state_.elapsed_seconds : 0.0;
   return summary;
 }
 
