@@ -221,7 +221,12 @@ EvalResult Trainer::evaluate() {
   // Teacher-forced loss over the whole dev set.
   double loss = 0, nll = 0;
   int64_t tokens = 0;
-  for (const auto& idx : make_batches(dev_, std::max(config_.train.max_tokens, 1024), 1)) {
+  // Dev pairs are not length-filtered: the batch budget must hold the longest one.
+  size_t longest = 0;
+  for (const auto& e : dev_) longest = std::max({longest, e.src.size() + 1, e.tgt.size() + 1});
+  const int64_t budget =
+      std::max<int64_t>({config_.train.max_tokens, 1024, static_cast<int64_t>(longest)});
+  for (const auto& idx : make_batches(dev_, budget, 1)) {
     const Batch b = collate(dev_, idx, device_);
     const auto ls = label_smoothed_loss(model_->forward(b.src, b.tgt_in), b.tgt_out,
                                         config_.train.label_smoothing);
