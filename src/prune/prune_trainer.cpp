@@ -201,6 +201,16 @@ void PruneTrainer::load_extra(const fs::path& dir) {
   lambda2_ = j.at("lambda2").get<double>();
 }
 
+std::string PruneTrainer::progress_suffix() {
+  torch::NoGradGuard no_grad;
+  const auto open = gates_->open_heads();
+  std::vector<std::string> parts;
+  for (const auto& [type, n] : open)
+    parts.push_back(fmt::format("{} {}", model::attention_name(type), n));
+  return fmt::format(" | open heads {} | E[open] {:.1f}", fmt::join(parts, ", "),
+                     gates_->expected_open().item<double>());
+}
+
 void PruneTrainer::on_finish() {
   finished_ = true;
   const auto values = final_values();

@@ -409,13 +409,15 @@ TrainSummary Trainer::run() {
         const double rate = window_tokens / std::max(secs, 1e-9);
         const double steps_per_s = window_steps / std::max(secs, 1e-9);
         const double eta = (t.max_steps - state_.step) / std::max(steps_per_s, 1e-9);
-        const std::string line = fmt::format(
-            "step {}/{} | epoch {} | loss {:.3f} | nll {:.3f} | lr {:.2e} | {:.0f} tok/s | "
-            "elapsed {} | ETA {}",
-            state_.step, t.max_steps, state_.epoch + 1,
-            window_loss / std::max<int64_t>(window_tokens, 1),
-            window_nll / std::max<int64_t>(window_tokens, 1), lr, rate,
-            duration(elapsed_before + since(session_start)), duration(eta));
+        const std::string line =
+            fmt::format(
+                "step {}/{} | epoch {} | loss {:.3f} | nll {:.3f} | lr {:.2e} | {:.0f} tok/s | "
+                "elapsed {} | ETA {}",
+                state_.step, t.max_steps, state_.epoch + 1,
+                window_loss / std::max<int64_t>(window_tokens, 1),
+                window_nll / std::max<int64_t>(window_tokens, 1), lr, rate,
+                duration(elapsed_before + since(session_start)), duration(eta)) +
+            progress_suffix();
         if (tty) {
           std::fprintf(stderr, "\r\033[K%s", line.c_str());
           std::fflush(stderr);

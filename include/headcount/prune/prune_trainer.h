@@ -33,6 +33,7 @@ class PruneTrainer : public train::Trainer {
   void load_extra(const fs::path& dir) override;
   bool evaluate_at_start() const override { return true; }
   void on_finish() override;
+  std::string progress_suffix() override;
 
  private:
   double lambda_at(int64_t step) const;

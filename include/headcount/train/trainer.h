@@ -102,6 +102,8 @@ class Trainer {
   virtual void load_extra(const fs::path& dir) {}
   // Evaluate before the first step (fine-tuning logs the starting point).
   virtual bool evaluate_at_start() const { return false; }
+  // Appended to the progress line (pruning shows the heads open now).
+  virtual std::string progress_suffix() { return ""; }
   // Called once when the run ends (not when interrupted).
   virtual void on_finish() {}
 
