@@ -1,6 +1,7 @@
 // headcount bench: measured figures of this machine (BLAS speed, thread settings).
 #include <ATen/Parallel.h>
 #include <dlfcn.h>
+#include <torch/csrc/autograd/profiler_legacy.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -101,7 +102,8 @@ struct TrainBenchArgs {
   int sentences = 64, length = 32;  // 2048 target tokens a step
   int steps = 5, warmup = 2;
   bool json = false;
-  bool gated = false;  // also time gated fine-tuning steps, alternating with plain ones
+  bool gated = false;   // also time gated fine-tuning steps, alternating with plain ones
+  std::string profile;  // write a Chrome trace of one step here
 };
 
 // FLOPs of one training step: 3x the forward matmuls (forward, and backward's two products).
@@ -177,6 +179,10 @@ void bench_train(const TrainBenchArgs& a, const Config& config) {
   };
   for (int i = 0; i < a.warmup; ++i) step();
   if (a.gated) gated_step();
+  if (!a.profile.empty()) {
+    torch::autograd::profiler::RecordProfile guard(a.profile);
+    step();
+  }
   std::vector<double> times, gated_times;
   auto timed = [](auto&& f) {
     const auto t0 = std::chrono::steady_clock::now();
@@ -307,6 +313,8 @@ void add_bench_command(CLI::App& app) {
   train->add_option("--steps", t->steps)->check(CLI::Range(1, 100000))->capture_default_str();
   train->add_option("--warmup", t->warmup)->capture_default_str();
   train->add_flag("--json", t->json, "One JSON line");
+  train->add_option("--profile", t->profile,
+                    "Write LibTorch's profile of one step (Chrome trace JSON) to this file");
   train->add_flag("--gated", t->gated,
                   "Also time gated fine-tuning steps (gates on every head), alternating with plain "
                   "steps, and print their ratio");
