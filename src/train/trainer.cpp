@@ -440,7 +440,7 @@ TrainSummary Trainer::run() {
       }
       if (state_.step % t.eval_every == 0) {
         evaluate_and_save();
-        if (t.patience > 0 && state_.evals_without_improvement >= t.patience) {
+        if (early_stopping() && t.patience > 0 && state_.evals_without_improvement >= t.patience) {
           log::info("early stop: no improvement in {} evaluations (best step {})", t.patience,
                     state_.best_step);
           summary.early_stopped = true;

@@ -32,6 +32,7 @@ class PruneTrainer : public train::Trainer {
   void save_extra(const fs::path& dir) override;
   void load_extra(const fs::path& dir) override;
   bool evaluate_at_start() const override { return true; }
+  bool early_stopping() const override { return false; }
   void on_finish() override;
   std::string progress_suffix() override;
 

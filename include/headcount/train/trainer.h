@@ -100,6 +100,9 @@ class Trainer {
   // Extra files of a checkpoint (written into the folder before it is swapped into place).
   virtual void save_extra(const fs::path& dir) {}
   virtual void load_extra(const fs::path& dir) {}
+  // Early stopping on train.patience (pruning runs to train.max_steps: its dev BLEU is meant to
+  // fall as heads go).
+  virtual bool early_stopping() const { return true; }
   // Evaluate before the first step (fine-tuning logs the starting point).
   virtual bool evaluate_at_start() const { return false; }
   // Appended to the progress line (pruning shows the heads open now).
