@@ -42,6 +42,14 @@ TEST(Schedule, WarmupThenInverseSquareRoot) {
   EXPECT_GT(train::inverse_sqrt_lr(100, 1e-3, 100, 0), train::inverse_sqrt_lr(101, 1e-3, 100, 0));
 }
 
+TEST(Schedule, ConstantAfterWarmup) {
+  EXPECT_DOUBLE_EQ(train::constant_lr(0, 2e-4, 100, 0.0), 0.0);
+  EXPECT_DOUBLE_EQ(train::constant_lr(50, 2e-4, 100, 0.0), 1e-4);
+  EXPECT_DOUBLE_EQ(train::constant_lr(100, 2e-4, 100, 0.0), 2e-4);
+  EXPECT_DOUBLE_EQ(train::constant_lr(100000, 2e-4, 100, 0.0), 2e-4);
+  EXPECT_DOUBLE_EQ(train::constant_lr(5, 2e-4, 0, 0.0), 2e-4);
+}
+
 std::vector<train::Example> examples_of_lengths(const std::vector<std::pair<int, int>>& lens) {
   std::vector<train::Example> out;
   for (size_t i = 0; i < lens.size(); ++i) {

@@ -267,6 +267,9 @@ const std::vector<Field>& schema() {
                  "batches accumulated per optimizer step"),
       field<double>("train.lr", "float", HC_ACCESS(train.lr), range(1e-7, 10.0),
                     "peak learning rate (end of warm-up); inverse square root decay after"),
+      field<std::string>("train.lr_schedule", "string", HC_ACCESS(train.lr_schedule),
+                         one_of({"inverse_sqrt", "constant"}),
+                         "after the warm-up: inverse square root decay, or constant (fine-tuning)"),
       field<int>("train.warmup_steps", "int", HC_ACCESS(train.warmup_steps), range(0, 10000000),
                  "linear warm-up steps"),
       field<double>("train.warmup_init_lr", "float", HC_ACCESS(train.warmup_init_lr),
@@ -458,6 +461,7 @@ std::vector<ConfigKeyInfo> config_keys() {
   for (const auto& f : schema()) {
     YAML::Emitter em;
     em.SetSeqFormat(YAML::Flow);
+  em.SetDoublePrecision(15);
     em << f.get(defaults);
     out.push_back({f.key, f.type, f.help, em.c_str()});
   }
@@ -532,6 +536,7 @@ std::string config_value(const Config& config, const std::string& key) {
   HC_CHECK(f, "unknown config key '{}'", key);
   YAML::Emitter em;
   em.SetSeqFormat(YAML::Flow);
+  em.SetDoublePrecision(15);
   em << f->get(config);
   return em.c_str();
 }
@@ -563,6 +568,7 @@ std::string dump_config(const Config& config) {
   }
   YAML::Emitter em;
   em.SetSeqFormat(YAML::Flow);
+  em.SetDoublePrecision(15);
   em << root;
   return std::string(em.c_str()) + "\n";
 }

@@ -13,4 +13,9 @@ double inverse_sqrt_lr(int64_t step, double peak_lr, int64_t warmup, double init
   return peak_lr * std::sqrt(static_cast<double>(warmup) / static_cast<double>(step));
 }
 
+double constant_lr(int64_t step, double peak_lr, int64_t warmup, double init_lr) {
+  if (warmup > 0 && step < warmup) return inverse_sqrt_lr(step, peak_lr, warmup, init_lr);
+  return peak_lr;
+}
+
 }  // namespace headcount::train

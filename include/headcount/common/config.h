@@ -77,6 +77,7 @@ struct TrainConfig {
   int max_tokens = 4096;  // per batch: sentences x padded length, on the longer side
   int update_freq = 1;    // gradient accumulation: batches per optimizer step
   double lr = 7e-4;       // peak learning rate, reached at the end of the warm-up
+  std::string lr_schedule = "inverse_sqrt";  // inverse_sqrt | constant (after the warm-up)
   int warmup_steps = 4000;
   double warmup_init_lr = 1e-7;
   double adam_beta1 = 0.9;
