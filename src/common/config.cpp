@@ -102,6 +102,19 @@ YAML::Node to_node(const T& v) {
   return YAML::Node(v);
 }
 
+// Shortest text that reads back to the same double ("0.0002", not "0.00020000000000000001").
+template <>
+YAML::Node to_node<double>(const double& v) {
+  return YAML::Node(fmt::format("{}", v));
+}
+
+template <>
+YAML::Node to_node<std::vector<double>>(const std::vector<double>& v) {
+  YAML::Node n(YAML::NodeType::Sequence);
+  for (double x : v) n.push_back(to_node(x));
+  return n;
+}
+
 template <typename T>
 using Validator = std::function<std::optional<std::string>(const T&)>;
 
@@ -461,7 +474,6 @@ std::vector<ConfigKeyInfo> config_keys() {
   for (const auto& f : schema()) {
     YAML::Emitter em;
     em.SetSeqFormat(YAML::Flow);
-  em.SetDoublePrecision(15);
     em << f.get(defaults);
     out.push_back({f.key, f.type, f.help, em.c_str()});
   }
@@ -536,7 +548,6 @@ std::string config_value(const Config& config, const std::string& key) {
   HC_CHECK(f, "unknown config key '{}'", key);
   YAML::Emitter em;
   em.SetSeqFormat(YAML::Flow);
-  em.SetDoublePrecision(15);
   em << f->get(config);
   return em.c_str();
 }
@@ -568,7 +579,6 @@ std::string dump_config(const Config& config) {
   }
   YAML::Emitter em;
   em.SetSeqFormat(YAML::Flow);
-  em.SetDoublePrecision(15);
   em << root;
   return std::string(em.c_str()) + "\n";
 }
