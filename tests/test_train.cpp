@@ -396,3 +396,52 @@ TEST(Checkpoint, PythonTorchLoadReadsTheWeights) {
 
 }  // namespace
 }  // namespace headcount
+
+namespace headcount {
+namespace {
+
+TEST(Cli, TranslateAndEvalWithACheckpoint) {
+  TempDir dir;
+  Config c = tiny_run_config(dir, 8);
+  c.model.d_model = 64;
+  c.model.ffn_dim = 128;
+  c.model.heads = 4;
+  train::TrainOptions o;
+  o.run_dir = dir / "run";
+  train::train_command(c, o);
+  const std::string bin = HEADCOUNT_BINARY;
+  const std::string ckpt = (dir / "run" / "checkpoints" / "last").string();
+  auto [es, en] = number_pairs(8, 0);
+  io::write_lines_atomic(dir / "in.es", {es[0], es[1]});
+  ASSERT_EQ(std::system(fmt::format("{} translate --checkpoint {} --beam 3 < {} > {} 2>/dev/null",
+                                    bin, ckpt, (dir / "in.es").string(), (dir / "out.en").string())
+                            .c_str()),
+            0);
+  EXPECT_EQ(io::read_lines(dir / "out.en"), (std::vector<std::string>{en[0], en[1]}));
+  // eval on the test split (= the training sentences here): BLEU 100 with its signature.
+  ASSERT_EQ(std::system(fmt::format("{} eval --checkpoint {} --split test --out {} >/dev/null 2>&1",
+                                    bin, ckpt, (dir / "eval.json").string())
+                            .c_str()),
+            0);
+  const auto j = nlohmann::json::parse(io::read_file(dir / "eval.json"));
+  EXPECT_EQ(j["sentences"], 8);
+  EXPECT_DOUBLE_EQ(j["scores"]["ref1"]["bleu"].get<double>(), 100.0);
+  EXPECT_EQ(j["scores"]["ref1"]["bleu_signature"],
+            "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0");
+  EXPECT_DOUBLE_EQ(j["scores"]["ref1"]["chrf"].get<double>(), 100.0);
+  // Given files instead of a split; a missing checkpoint is a one-line error.
+  ASSERT_EQ(
+      std::system(fmt::format("{} eval --checkpoint {} --src {} --ref {} --out {} >/dev/null 2>&1",
+                              bin, ckpt, (dir / "in.es").string(), (dir / "out.en").string(),
+                              (dir / "files.json").string())
+                      .c_str()),
+      0);
+  EXPECT_EQ(nlohmann::json::parse(io::read_file(dir / "files.json"))["sentences"], 2);
+  EXPECT_NE(std::system(fmt::format("{} translate --checkpoint {} < /dev/null 2>/dev/null", bin,
+                                    (dir / "nope").string())
+                            .c_str()),
+            0);
+}
+
+}  // namespace
+}  // namespace headcount
