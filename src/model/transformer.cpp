@@ -56,8 +56,7 @@ torch::Tensor EncoderLayerImpl::forward(torch::Tensor x, const torch::Tensor& bi
   // Feed-forward sublayer.
   h = pre_norm_ ? ffn_norm(x) : x;
   h = torch::relu(fc1(h));
-  if (activation_dropout_ > 0)
-    h = model::dropout(h, activation_dropout_, train);
+  if (activation_dropout_ > 0) h = model::dropout(h, activation_dropout_, train);
   h = fc2(h);
   x = x + model::dropout(h, dropout_, train);
   if (!pre_norm_) x = ffn_norm(x);
@@ -83,9 +82,7 @@ torch::Tensor DecoderLayerImpl::forward(torch::Tensor x, const torch::Tensor& me
                                         const torch::Tensor& self_bias,
                                         const torch::Tensor& cross_bias, DecoderLayerCache* cache) {
   const bool train = is_training();
-  auto drop = [&](const torch::Tensor& t) {
-    return model::dropout(t, dropout_, train);
-  };
+  auto drop = [&](const torch::Tensor& t) { return model::dropout(t, dropout_, train); };
   auto h = pre_norm_ ? self_attn_norm(x) : x;
   h = self_attn->forward(h, h, self_bias, cache ? &cache->self_attn : nullptr);
   x = x + drop(h);
@@ -98,8 +95,7 @@ torch::Tensor DecoderLayerImpl::forward(torch::Tensor x, const torch::Tensor& me
 
   h = pre_norm_ ? ffn_norm(x) : x;
   h = torch::relu(fc1(h));
-  if (activation_dropout_ > 0)
-    h = model::dropout(h, activation_dropout_, train);
+  if (activation_dropout_ > 0) h = model::dropout(h, activation_dropout_, train);
   x = x + drop(fc2(h));
   if (!pre_norm_) x = ffn_norm(x);
   return x;  // [B, T, D]
