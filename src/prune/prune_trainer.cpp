@@ -318,6 +318,13 @@ std::string write_head_removal_log(const fs::path& run_dir) {
                      j["heads"].get<std::vector<nlohmann::json>>()});
   }
   HC_CHECK(!evals.empty(), "{}/gates.jsonl has no evaluation", run_dir.string());
+  // A run extended after it finished has an earlier "final" line in the middle: only the last
+  // line may be final.
+  std::vector<Eval> kept;
+  for (size_t e = 0; e < evals.size(); ++e) {
+    if (!evals[e].final || e + 1 == evals.size()) kept.push_back(std::move(evals[e]));
+  }
+  evals = std::move(kept);
   const size_t n_heads = evals.back().heads.size();
   struct Row {
     std::string attention;
