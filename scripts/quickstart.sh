@@ -1,41 +1,31 @@
 #!/usr/bin/env bash
 # README command 1: install what is missing, build, and run the main job on the embedded default
 # corpus (Spanish->English Bible from Debian's SWORD modules): prepare the corpus, train the
-# vocabulary, train a small baseline, prune it under three lambdas, and print BLEU against the
-# heads kept. Idempotent: what is done is reused (the same commands resume interrupted runs).
-#   QUICKSTART_STEPS=N scales the baseline's steps (default 800) for a faster look.
+# vocabulary, train a small baseline, prune it under three lambdas (a sweep), and print the report:
+# BLEU against the heads kept. Idempotent: what is done is reused, and the same command resumes
+# interrupted runs.
+#   QUICKSTART_STEPS=N scales the baseline's steps (default: configs/quickstart.yaml) for a faster look.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 hc=./build/headcount
+start=$(date +%s)
 base_cfg=(configs/bible.yaml configs/quickstart.yaml)
-steps=${QUICKSTART_STEPS:-800}
+steps=()
+if [ -n "${QUICKSTART_STEPS:-}" ]; then steps=(--set train.max_steps="$QUICKSTART_STEPS"); fi
 echo "[quickstart] corpus statistics"
 $hc data stats configs/bible.yaml
 echo "[quickstart] vocabulary"
 $hc vocab configs/bible.yaml
-echo "[quickstart] small baseline ($steps steps): runs/quickstart/base"
-$hc train "${base_cfg[@]}" --set train.max_steps="$steps" --out runs/quickstart/base
-for lambda in 0.01 0.05 0.2; do
-  run=runs/quickstart/prune-l$lambda
-  if [ -f "$run/pruning.json" ]; then
-    echo "[quickstart] $run: done"
-    continue
-  fi
-  echo "[quickstart] pruning with lambda $lambda: $run"
-  $hc prune "${base_cfg[@]}" configs/quickstart-prune.yaml --set prune.lambda="$lambda" --out "$run"
-done
+echo "[quickstart] small baseline: runs/quickstart/base"
+if [ -f runs/quickstart/base/summary.json ]; then
+  echo "[quickstart] runs/quickstart/base: done"
+else
+  $hc train "${base_cfg[@]}" "${steps[@]}" --out runs/quickstart/base
+fi
+echo "[quickstart] pruning sweep (configs/quickstart-sweep.yaml): runs/quickstart/sweep"
+$hc sweep configs/quickstart-sweep.yaml --out runs/quickstart/sweep
 echo
-echo "[quickstart] BLEU against heads kept (dev, greedy; heads = encoder/decoder/decoder-encoder)"
-/usr/bin/python3 - <<'PY'
-import json
-rows = []
-with open('runs/quickstart/base/metrics.jsonl') as f:
-    evals = [json.loads(l) for l in f if '"eval"' in l]
-print(f"{'run':<28} {'heads e/d/d-e':>14} {'dev BLEU':>9} {'parameters':>11}")
-print(f"{'baseline':<28} {'12/12/12':>14} {evals[-1]['dev_bleu']:>9.2f} {'':>11}")
-for lam in ('0.01', '0.05', '0.2'):
-    p = json.load(open(f'runs/quickstart/prune-l{lam}/pruning.json'))
-    print(f"{'prune lambda ' + lam:<28} {p['heads_after_e_d_de']:>14} {p['dev_bleu_end']:>9.2f} "
-          f"{p['parameters_after']:>11}")
-PY
+echo "[quickstart] report: BLEU against heads kept (e/d/d-e = encoder / decoder / decoder-encoder)"
+$hc report runs/quickstart/sweep
+echo "[quickstart] finished in $(( $(date +%s) - start )) s (after set-up and build)"

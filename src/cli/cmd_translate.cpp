@@ -1,4 +1,5 @@
 // headcount translate / eval: decode with a checkpoint; score a split or given files.
+#include <chrono>
 #include <cstdio>
 #include <iostream>
 
@@ -141,7 +142,10 @@ void add_eval_command(CLI::App& app) {
       }
       what = *split;
     }
+    const auto t0 = std::chrono::steady_clock::now();
     const auto hyps = translate_lines(l, sources);
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (!hyp_out->empty()) io::write_lines_atomic(*hyp_out, hyps);
     nlohmann::ordered_json result;
     result["checkpoint"] = a->checkpoint;
@@ -150,6 +154,8 @@ void add_eval_command(CLI::App& app) {
     result["beam"] = l.search.beam;
     result["length_penalty"] = l.search.length_penalty;
     result["heads_e_d_de"] = l.info.architecture.summary();
+    result["decode_seconds"] = seconds;
+    result["sentences_per_s"] = seconds > 0 ? hyps.size() / seconds : 0.0;
     // Each reference alone, then all together.
     std::vector<std::vector<std::vector<std::string>>> sets;
     for (const auto& r : references) sets.push_back({r});

@@ -25,6 +25,8 @@ void add_translate_command(CLI::App& app);
 void add_eval_command(CLI::App& app);
 void add_prune_command(CLI::App& app);
 void add_export_pruned_command(CLI::App& app);
+void add_sweep_command(CLI::App& app);
+void add_report_command(CLI::App& app);
 
 // Config files, --set overrides and --dump-config, shared by every command that takes a config.
 struct ConfigArgs {

@@ -20,6 +20,8 @@ const CommandSpec kCommands[] = {
     {"train", add_train_command},
     {"prune", add_prune_command},
     {"export-pruned", add_export_pruned_command},
+    {"sweep", add_sweep_command},
+    {"report", add_report_command},
     {"translate", add_translate_command},
     {"eval", add_eval_command},
     {"bleu", add_bleu_command},

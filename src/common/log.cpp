@@ -24,6 +24,13 @@ bool stderr_is_tty() {
   return tty;
 }
 
+std::string duration(double seconds) {
+  const int64_t s = static_cast<int64_t>(seconds);
+  if (s >= 3600) return fmt::format("{}h{:02d}m", s / 3600, (s % 3600) / 60);
+  if (s >= 60) return fmt::format("{}m{:02d}s", s / 60, s % 60);
+  return fmt::format("{}s", s);
+}
+
 void write(Level level, const std::string& message) {
   static const char* const kTags[] = {"debug", "info", "warning", "error"};
   std::lock_guard<std::mutex> lock(g_mutex);

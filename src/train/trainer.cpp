@@ -49,12 +49,7 @@ extern "C" void request_stop(int) {
   if (g_stop_requested.exchange(true)) std::_Exit(130);  // a second signal stops at once
 }
 
-std::string duration(double seconds) {
-  const int64_t s = static_cast<int64_t>(seconds);
-  if (s >= 3600) return fmt::format("{}h{:02d}m", s / 3600, (s % 3600) / 60);
-  if (s >= 60) return fmt::format("{}m{:02d}s", s / 60, s % 60);
-  return fmt::format("{}s", s);
-}
+using log::duration;
 
 using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t) {
@@ -291,6 +286,10 @@ TrainSummary Trainer::run() {
       epoch_tokens, device_.str());
 
   g_stop_requested = false;
+  if (options_.rank == 0) {
+    std::error_code ec;  // a finished run extended (more steps) is not finished any more
+    fs::remove(options_.run_dir / "summary.json", ec);
+  }
   auto old_int = std::signal(SIGINT, request_stop);
   auto old_term = std::signal(SIGTERM, request_stop);
 
@@ -475,7 +474,21 @@ TrainSummary Trainer::run() {
               (ckpt_dir / "last").string());
   } else {
     if (state_.step != last_saved_step || !fs::exists(ckpt_dir / "last", ec)) evaluate_and_save();
-    if (options_.rank == 0) on_finish();
+    if (options_.rank == 0) {
+      on_finish();
+      // Written last: its presence means the run is complete (sweeps skip such runs).
+      const double seconds = elapsed_before + since(session_start);
+      nlohmann::json done = {
+          {"status", summary.early_stopped ? "early-stopped" : "finished"},
+          {"steps", state_.step},
+          {"best_step", state_.best_step},
+          {"best_metric", config_.train.best_metric},
+          {"best_score",
+           config_.train.best_metric == "bleu" ? state_.best_score : -state_.best_score},
+          {"train_seconds", seconds},
+          {"target_tokens_per_s", seconds > 0 ? state_.target_tokens / seconds : 0.0}};
+      io::write_file_atomic(options_.run_dir / "summary.json", done.dump(2) + "\n");
+    }
   }
   std::signal(SIGINT, old_int);
   std::signal(SIGTERM, old_term);
@@ -499,8 +512,9 @@ void check_run_folder(const Config& config, const fs::path& run_dir) {
     // checkpoint (its config and event logs alone) may be started again.
     for (const auto& e : fs::directory_iterator(run_dir)) {
       const auto name = e.path().filename().string();
+      // (log.txt and sweep-exit.json: what a sweep keeps beside the run it started)
       HC_CHECK(name == "config.yaml" || name == "metrics.jsonl" || name == "gates.jsonl" ||
-                   name == "checkpoints",
+                   name == "checkpoints" || name == "log.txt" || name == "sweep-exit.json",
                "{} exists and holds '{}', but no checkpoint to resume: refusing to overwrite it; "
                "use another --out",
                run_dir.string(), name);

@@ -15,6 +15,8 @@ void write(Level level, const std::string& message);
 // True when stderr is a terminal (progress lines redraw in place there, and are plain lines
 // otherwise).
 bool stderr_is_tty();
+// A readable duration: "42s", "3m07s", "2h05m".
+std::string duration(double seconds);
 
 template <typename... Args>
 void debug(fmt::format_string<Args...> f, Args&&... args) {

@@ -32,6 +32,9 @@ std::vector<std::string> split_py_utf8(std::string_view s);
 // Python's s.rstrip() / s.strip() with no argument.
 std::u32string_view rstrip_py(std::u32string_view s);
 std::string rstrip_py_utf8(std::string_view s);
+// s.split(sep) for a one-character separator: keeps empty fields ("a,,b" -> a, "", b).
+std::vector<std::string> split(std::string_view s, char sep);
+
 // ' '.join(s.split()): collapses every whitespace run to one space and trims both ends.
 std::u32string collapse_spaces(std::u32string_view s);
 

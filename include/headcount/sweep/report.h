@@ -1,0 +1,49 @@
+// `headcount report DIR`: one table of a sweep's runs against the baseline (results.csv,
+// results.md) and its plots (BLEU against heads kept; per run, a layer x head grid per attention
+// type coloured by when each head was removed). Works on a partial sweep, marking what is missing.
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace headcount::sweep {
+
+namespace fs = std::filesystem;
+
+struct ReportOptions {
+  fs::path dir;         // the sweep's --out folder (holds sweep.json)
+  fs::path executable;  // headcount, for --split evaluations
+  // "" : dev BLEU as the runs logged it (eval subset and beam of their configs);
+  // "dev" / "test": evaluate every checkpoint on that split with its decode.* settings (cached
+  // in the run folder as eval-SPLIT.json).
+  std::string split;
+  bool plots = true;
+};
+
+struct ReportRow {
+  std::string name;  // "baseline" or the run's name
+  std::string state;
+  std::vector<std::pair<std::string, std::string>> values;
+  std::optional<std::vector<int64_t>> heads;  // kept per type: enc_self, dec_self, enc_dec
+  std::optional<int64_t> parameters;
+  std::optional<double> bleu, bleu_scratch, chrf, delta, sentences_per_s;
+  std::string scratch_state;
+};
+
+struct Report {
+  std::vector<std::string> axes;
+  std::vector<ReportRow> rows;  // the baseline first when the sweep names one
+  std::string bleu_label;       // what the BLEU column is
+  std::string markdown;
+  std::vector<fs::path> plots;
+};
+
+// Reads the sweep folder and writes results.csv, results.md and plots/ into it.
+Report write_report(const ReportOptions& options);
+
+// "12/40/31" from heads kept per type.
+std::string heads_summary(const std::vector<int64_t>& heads);
+
+}  // namespace headcount::sweep

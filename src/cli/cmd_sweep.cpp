@@ -1,0 +1,143 @@
+// headcount sweep / report: many runs from one file, and their table and plots.
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+#include <fmt/ranges.h>
+
+#include "commands.h"
+#include "headcount/common/check.h"
+#include "headcount/common/log.h"
+#include "headcount/sweep/report.h"
+#include "headcount/sweep/sweep.h"
+
+namespace headcount::cli {
+namespace {
+
+fs::path self_executable() {
+  std::error_code ec;
+  const auto p = fs::read_symlink("/proc/self/exe", ec);
+  HC_CHECK(!ec, "cannot find the headcount executable (/proc/self/exe)");
+  return p;
+}
+
+}  // namespace
+
+void add_sweep_command(CLI::App& app) {
+  struct Args {
+    std::string file;
+    std::string out;
+    int workers = 1;
+    int cores = 0;
+    std::optional<size_t> only;
+    bool dry_run = false;
+    bool status = false;
+    std::string launcher = "local";
+    bool submit = false;
+  };
+  auto a = std::make_shared<Args>();
+  auto* cmd = app.add_subcommand(
+      "sweep",
+      "Run one train or prune run per point of a grid (or list) of config values, N at a time, "
+      "resumably; or write a Slurm array job for them");
+  cmd->add_option("sweep", a->file,
+                  "Sweep file (YAML): command, configs, set, grid / runs, "
+                  "baseline, retrain, slurm")
+      ->required()
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--out", a->out, "Sweep folder: one run folder per point")->required();
+  cmd->add_option("--workers", a->workers, "Runs at a time (the cores are split between them)")
+      ->check(CLI::Range(1, 256))
+      ->capture_default_str();
+  cmd->add_option("--cores", a->cores, "Thread budget to split (0: this machine's cores)")
+      ->check(CLI::Range(0, 4096))
+      ->capture_default_str();
+  cmd->add_option("--only", a->only, "Run only the point with this index (0-based; Slurm tasks)");
+  cmd->add_flag("--dry-run", a->dry_run, "List the runs and their commands; run nothing");
+  cmd->add_flag("--status", a->status, "Print each run's state and BLEU; run nothing");
+  cmd->add_option("--launcher", a->launcher, "local: run here; slurm: write an sbatch array script")
+      ->check(CLI::IsMember({"local", "slurm"}))
+      ->capture_default_str();
+  cmd->add_flag("--submit", a->submit, "With --launcher slurm: also submit it with sbatch");
+  cmd->callback([a] {
+    const auto spec = sweep::load_sweep(a->file);
+    sweep::SweepOptions o;
+    o.out = a->out;
+    o.executable = self_executable();
+    o.workers = a->workers;
+    o.cores = a->cores;
+    o.only = a->only;
+    if (a->dry_run || a->status) {
+      if (a->dry_run) {
+        const int blas = std::max(
+            1, (a->cores > 0 ? a->cores : static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN))) /
+                   a->workers);
+        std::printf("%zu run(s) from %s into %s:\n", spec.points.size(), a->file.c_str(),
+                    a->out.c_str());
+        for (size_t i = 0; i < spec.points.size(); ++i) {
+          const auto j = sweep::point_job(spec, i, o.out, blas);
+          std::printf("[%zu] %s\n    headcount %s\n", i, j.name.c_str(),
+                      fmt::format("{}", fmt::join(j.args, " ")).c_str());
+          if (spec.retrain) {
+            const auto r = sweep::retrain_job(spec, i, o.out, blas);
+            std::printf("    then: headcount %s\n",
+                        fmt::format("{}", fmt::join(r.args, " ")).c_str());
+          }
+        }
+      }
+      std::printf("%s", sweep::status_table(spec, o.out).c_str());
+      return;
+    }
+    if (a->launcher == "slurm") {
+      const auto script = sweep::write_slurm_script(spec, o);
+      std::printf("wrote %s (%zu array tasks)\n", script.c_str(), spec.points.size());
+      if (a->submit) {
+        HC_CHECK(std::system("command -v sbatch >/dev/null 2>&1") == 0,
+                 "--submit: sbatch not found on PATH (submit {} on the cluster's login node)",
+                 script.string());
+        const int rc = std::system(fmt::format("sbatch '{}'", script.string()).c_str());
+        HC_CHECK(rc == 0, "sbatch {} failed (exit status {})", script.string(), rc);
+      } else {
+        std::printf("submit it with: sbatch %s\n", script.c_str());
+      }
+      return;
+    }
+    HC_CHECK(!a->submit, "--submit goes with --launcher slurm");
+    const auto r = sweep::run_sweep(spec, o);
+    std::printf("%s", sweep::status_table(spec, o.out).c_str());
+    if (r.failed > 0) {
+      HC_FAIL("{} run(s) failed: {}", r.failed, fmt::join(r.failed_names, ", "));
+    }
+  });
+}
+
+void add_report_command(CLI::App& app) {
+  struct Args {
+    std::string dir;
+    std::string split;
+    bool no_plots = false;
+  };
+  auto a = std::make_shared<Args>();
+  auto* cmd = app.add_subcommand(
+      "report", "Table (results.csv, results.md) and plots of a sweep against its baseline");
+  cmd->add_option("dir", a->dir, "Sweep folder (the --out of `headcount sweep`)")->required();
+  cmd->add_option("--split", a->split,
+                  "Evaluate every checkpoint on dev or test with its decode settings (cached); "
+                  "default: the dev BLEU the runs logged")
+      ->check(CLI::IsMember({"dev", "test"}));
+  cmd->add_flag("--no-plots", a->no_plots, "Skip the gnuplot figures");
+  cmd->callback([a] {
+    sweep::ReportOptions o;
+    o.dir = a->dir;
+    o.executable = self_executable();
+    o.split = a->split;
+    o.plots = !a->no_plots;
+    const auto r = sweep::write_report(o);
+    std::printf("%s", r.markdown.c_str());
+    std::printf("\nwrote %s and %s\n", (o.dir / "results.csv").c_str(),
+                (o.dir / "results.md").c_str());
+  });
+}
+
+}  // namespace headcount::cli

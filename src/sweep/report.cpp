@@ -1,0 +1,434 @@
+#include "headcount/sweep/report.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "headcount/common/check.h"
+#include "headcount/common/io.h"
+#include "headcount/common/log.h"
+#include "headcount/common/text.h"
+#include "headcount/sweep/sweep.h"
+
+namespace headcount::sweep {
+namespace {
+
+using json = nlohmann::json;
+
+const char* const kTypes[] = {"enc_self", "dec_self", "enc_dec"};
+
+std::optional<json> read_json(const fs::path& p) {
+  std::error_code ec;
+  if (!fs::exists(p, ec)) return std::nullopt;
+  try {
+    return json::parse(io::read_file(p));
+  } catch (const std::exception& e) {
+    log::warn("report: cannot read {}: {}", p.string(), e.what());
+    return std::nullopt;
+  }
+}
+
+std::vector<json> read_events(const fs::path& metrics) {
+  std::vector<json> out;
+  std::error_code ec;
+  if (!fs::exists(metrics, ec)) return out;
+  std::ifstream in(metrics);
+  std::string line;
+  while (std::getline(in, line)) {
+    try {
+      out.push_back(json::parse(line));
+    } catch (const std::exception&) {
+      // a line cut short by an interruption
+    }
+  }
+  return out;
+}
+
+// Heads kept per attention type from an architecture.json (or pruning.json's heads_after).
+std::optional<std::vector<int64_t>> heads_of(const json& arch) {
+  std::vector<int64_t> out;
+  for (const char* t : kTypes) {
+    if (!arch.contains(t)) return std::nullopt;
+    int64_t n = 0;
+    for (const auto& h : arch[t]) n += h.get<int64_t>();
+    out.push_back(n);
+  }
+  return out;
+}
+
+// Best dev BLEU of a training run and the chrF logged with it.
+struct TrainedScore {
+  std::optional<double> bleu, chrf;
+  bool finished = false;
+  int64_t best_step = -1;
+};
+TrainedScore trained_score(const fs::path& run) {
+  TrainedScore s;
+  s.finished = fs::exists(run / "summary.json");
+  for (const auto& e : read_events(run / "metrics.jsonl")) {
+    if (e.value("event", "") != "eval" || !e.contains("dev_bleu")) continue;
+    const double b = e["dev_bleu"].get<double>();
+    if (!s.bleu || b > *s.bleu) {
+      s.bleu = b;
+      s.best_step = e.value("step", int64_t{-1});
+      if (e.contains("dev_chrf")) s.chrf = e["dev_chrf"].get<double>();
+    }
+  }
+  return s;
+}
+
+struct SplitScore {
+  double bleu = 0, chrf = 0, sentences_per_s = 0;
+};
+
+// Evaluates `checkpoint` on a split through `headcount eval`, cached in run/eval-SPLIT.json.
+std::optional<SplitScore> split_score(const ReportOptions& o, const fs::path& checkpoint,
+                                      const fs::path& run) {
+  std::error_code ec;
+  if (!fs::exists(checkpoint / "model.pt", ec)) return std::nullopt;
+  const fs::path cache = run / fmt::format("eval-{}.json", o.split);
+  auto cached = read_json(cache);
+  const bool fresh = cached && cached->value("checkpoint", "") == checkpoint.string() &&
+                     fs::last_write_time(cache, ec) >= fs::last_write_time(checkpoint / "model.pt");
+  if (!fresh) {
+    log::info("report: evaluating {} on {}", checkpoint.string(), o.split);
+    const int code = run_command(
+        o.executable,
+        {"eval", "--checkpoint", checkpoint.string(), "--split", o.split, "--out", cache.string()},
+        run / fmt::format("eval-{}.log", o.split));
+    if (code != 0) {
+      log::warn("report: evaluating {} failed (exit {}); see {}", checkpoint.string(), code,
+                (run / fmt::format("eval-{}.log", o.split)).string());
+      return std::nullopt;
+    }
+    cached = read_json(cache);
+    if (!cached) return std::nullopt;
+  }
+  const auto& r = (*cached)["scores"]["ref1"];
+  return SplitScore{r["bleu"].get<double>(), r["chrf"].get<double>(),
+                    cached->value("sentences_per_s", 0.0)};
+}
+
+std::string num(const std::optional<double>& v, int digits = 2) {
+  return v ? fmt::format("{:.{}f}", *v, digits) : "";
+}
+
+// A head-removal grid for one run: removal step per layer x head for each gated type.
+struct RemovalGrid {
+  std::map<std::string, std::vector<std::vector<double>>> grid;  // NaN: kept
+  double last_step = 0;
+};
+std::optional<RemovalGrid> removal_grid(const fs::path& run) {
+  std::error_code ec;
+  const fs::path csv = run / "head_removal.csv";
+  if (!fs::exists(csv, ec)) return std::nullopt;
+  RemovalGrid g;
+  const auto lines = io::read_lines(csv, {.allow_empty_file = true});
+  for (size_t i = 1; i < lines.size(); ++i) {
+    const auto f = text::split(lines[i], ',');
+    if (f.size() < 4) continue;
+    const auto layer = static_cast<size_t>(std::stoul(f[1]));
+    const auto head = static_cast<size_t>(std::stoul(f[2]));
+    auto& rows = g.grid[f[0]];
+    if (rows.size() <= layer) rows.resize(layer + 1);
+    for (auto& r : rows)
+      if (r.size() <= head) r.resize(head + 1, std::nan(""));
+    if (rows[layer].size() <= head) rows[layer].resize(head + 1, std::nan(""));
+    const double step = f[3].empty() ? std::nan("") : std::stod(f[3]);
+    rows[layer][head] = step;
+    if (!std::isnan(step)) g.last_step = std::max(g.last_step, step);
+  }
+  for (auto& [t, rows] : g.grid) {
+    size_t w = 0;
+    for (const auto& r : rows) w = std::max(w, r.size());
+    for (auto& r : rows) r.resize(w, std::nan(""));
+  }
+  if (const auto p = read_json(run / "pruning.json"))
+    g.last_step = std::max(g.last_step, p->value("steps", 0.0));
+  return g;
+}
+
+bool have_gnuplot() {
+  return std::system("command -v gnuplot >/dev/null 2>&1") == 0;
+}
+
+std::string gp_quote(const fs::path& p) {
+  std::string s = p.string();
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("''") : std::string(1, c);
+  return out + "'";
+}
+
+std::vector<fs::path> write_plots(const Report& r, const fs::path& dir,
+                                  const std::optional<double>& baseline_bleu) {
+  std::vector<fs::path> made;
+  if (!have_gnuplot()) {
+    log::warn("report: gnuplot not found (apt-get install gnuplot-nox): no plots");
+    return made;
+  }
+  const fs::path pd = dir / "plots";
+  fs::create_directories(pd);
+  // BLEU against heads kept.
+  std::string dat = "# total_heads bleu_trained bleu_scratch label\n";
+  for (const auto& row : r.rows) {
+    if (row.name == "baseline" || !row.heads) continue;
+    int64_t total = 0;
+    for (auto h : *row.heads) total += h;
+    dat += fmt::format("{} {} {} \"{}\"\n", total, row.bleu ? num(row.bleu) : "NaN",
+                       row.bleu_scratch ? num(row.bleu_scratch) : "NaN", heads_summary(*row.heads));
+  }
+  io::write_file_atomic(pd / "bleu_vs_heads.dat", dat);
+  std::string gp;
+  gp += "set terminal pngcairo size 900,600 font ',11'\n";
+  gp += fmt::format("set output {}\n", gp_quote(pd / "bleu_vs_heads.png"));
+  gp += "set datafile missing 'NaN'\nset grid\nset key bottom right\n";
+  gp += "set xlabel 'attention heads kept (encoder + decoder + decoder-encoder)'\n";
+  gp += fmt::format("set ylabel '{}'\n", r.bleu_label);
+  gp += "set offsets graph 0.05, graph 0.05, graph 0.1, graph 0.1\n";
+  gp += fmt::format("plot {} using 1:2 with points pt 7 ps 1.5 title 'pruned (from trained)', \\\n",
+                    gp_quote(pd / "bleu_vs_heads.dat"));
+  gp += "  '' using 1:2:4 with labels offset 0,1 font ',8' notitle, \\\n";
+  gp += "  '' using 1:3 with points pt 5 ps 1.3 title 'pruned architecture from scratch'";
+  if (baseline_bleu) {
+    gp += fmt::format(", \\\n  {:.3f} with lines dt 2 lw 2 title 'baseline ({:.2f})'",
+                      *baseline_bleu, *baseline_bleu);
+  }
+  gp += "\n";
+  io::write_file_atomic(pd / "bleu_vs_heads.gp", gp);
+  if (std::system(fmt::format("gnuplot {} 2>{}", gp_quote(pd / "bleu_vs_heads.gp"),
+                              gp_quote(pd / "gnuplot.log"))
+                      .c_str()) == 0) {
+    made.push_back(pd / "bleu_vs_heads.png");
+  } else {
+    log::warn("report: gnuplot failed; see {}", (pd / "gnuplot.log").string());
+  }
+  // Who goes first: one figure per run, a layer x head grid per gated type.
+  for (const auto& row : r.rows) {
+    if (row.name == "baseline") continue;
+    const auto g = removal_grid(dir / row.name);
+    if (!g || g->grid.empty()) continue;
+    const double kept = g->last_step * 1.1 + 1;
+    std::string s;
+    s += fmt::format("set terminal pngcairo size {},420 font ',10'\n", 380 * g->grid.size());
+    s += fmt::format("set output {}\n", gp_quote(pd / fmt::format("removal_{}.png", row.name)));
+    s += fmt::format(
+        "set multiplot layout 1,{} title 'Heads removed in {} (colour: removal step; "
+        "yellow: kept)'\n",
+        g->grid.size(), row.name);
+    s += fmt::format(
+        "set cbrange [0:{}]\nset palette defined (0 'black', 0.5 'red', {} "
+        "'orange', {} 'yellow')\n",
+        kept, g->last_step / kept * 0.999, 1.0);
+    s += "set xlabel 'head'\nset ylabel 'layer'\nset tics out\nunset key\n";
+    for (const auto& [type, rows] : g->grid) {
+      const fs::path f = pd / fmt::format("removal_{}_{}.dat", row.name, type);
+      std::string m;
+      for (const auto& layer : rows) {
+        std::vector<std::string> v;
+        for (double x : layer)
+          v.push_back(std::isnan(x) ? fmt::format("{}", kept) : fmt::format("{}", x));
+        m += fmt::format("{}\n", fmt::join(v, " "));
+      }
+      io::write_file_atomic(f, m);
+      s += fmt::format("set title '{}'\nset xrange [-0.5:{}.5]\nset yrange [-0.5:{}.5]\n", type,
+                       rows.empty() ? 0 : rows[0].size() - 1, rows.size() - 1);
+      s += fmt::format("plot {} matrix with image\n", gp_quote(f));
+    }
+    s += "unset multiplot\n";
+    const fs::path script = pd / fmt::format("removal_{}.gp", row.name);
+    io::write_file_atomic(script, s);
+    if (std::system(fmt::format("gnuplot {} 2>>{}", gp_quote(script), gp_quote(pd / "gnuplot.log"))
+                        .c_str()) == 0) {
+      made.push_back(pd / fmt::format("removal_{}.png", row.name));
+    }
+  }
+  return made;
+}
+
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string out = "\"";
+  for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
+}  // namespace
+
+std::string heads_summary(const std::vector<int64_t>& heads) {
+  return fmt::format("{}", fmt::join(heads, "/"));
+}
+
+Report write_report(const ReportOptions& o) {
+  const auto manifest = read_json(o.dir / "sweep.json");
+  HC_CHECK(manifest, "{} is not a sweep folder: no sweep.json (run `headcount sweep` first)",
+           o.dir.string());
+  HC_CHECK(o.split.empty() || o.split == "dev" || o.split == "test",
+           "--split: expected dev or test, got '{}'", o.split);
+  Report r;
+  for (const auto& a : (*manifest)["axes"]) r.axes.push_back(a.get<std::string>());
+  r.bleu_label = o.split.empty()
+                     ? "dev BLEU (as logged by the runs)"
+                     : fmt::format("{} BLEU (decode.* settings of each checkpoint)", o.split);
+
+  // The baseline.
+  std::optional<double> base_bleu;
+  const std::string baseline = manifest->value("baseline", "");
+  if (!baseline.empty()) {
+    ReportRow b;
+    b.name = "baseline";
+    const fs::path run = baseline;
+    const auto s = trained_score(run);
+    b.state = s.finished ? "done" : (s.bleu ? "training" : "missing");
+    fs::path ckpt = run / "checkpoints" / "best";
+    if (!fs::exists(ckpt)) ckpt = run;  // the baseline given as a checkpoint folder
+    if (const auto a = read_json(ckpt / "architecture.json")) b.heads = heads_of(*a);
+    if (o.split.empty()) {
+      b.bleu = s.bleu;
+      b.chrf = s.chrf;
+    } else if (const auto sc = split_score(o, ckpt, run)) {
+      b.bleu = sc->bleu;
+      b.chrf = sc->chrf;
+      b.sentences_per_s = sc->sentences_per_s;
+    }
+    base_bleu = b.bleu;
+    r.rows.push_back(b);
+  }
+  const bool retrain = manifest->value("retrain", false);
+  for (const auto& p : (*manifest)["points"]) {
+    ReportRow row;
+    row.name = p["name"].get<std::string>();
+    for (const auto& [k, v] : p["values"].items()) row.values.emplace_back(k, v.get<std::string>());
+    const fs::path run = o.dir / row.name;
+    row.state = state_name(run_state(run));
+    if (const auto pr = read_json(run / "pruning.json")) {
+      if (pr->contains("heads_after")) row.heads = heads_of((*pr)["heads_after"]);
+      if (pr->contains("parameters_after")) row.parameters = (*pr)["parameters_after"];
+      if (!r.rows.empty() && r.rows[0].name == "baseline" && !r.rows[0].parameters &&
+          pr->contains("parameters_before"))
+        r.rows[0].parameters = (*pr)["parameters_before"].get<int64_t>();
+      if (o.split.empty()) {
+        row.bleu = pr->value("dev_bleu_end", 0.0);
+        for (const auto& e : read_events(run / "metrics.jsonl"))
+          if (e.value("event", "") == "final" && e.contains("dev_chrf"))
+            row.chrf = e["dev_chrf"].get<double>();
+      } else if (const auto sc = split_score(o, run / "pruned", run)) {
+        row.bleu = sc->bleu;
+        row.chrf = sc->chrf;
+        row.sentences_per_s = sc->sentences_per_s;
+      }
+    } else if (manifest->value("command", "") == "train") {
+      const auto s = trained_score(run);
+      if (o.split.empty()) {
+        row.bleu = s.bleu;
+        row.chrf = s.chrf;
+      } else if (const auto sc = split_score(o, run / "checkpoints" / "best", run)) {
+        row.bleu = sc->bleu;
+        row.chrf = sc->chrf;
+        row.sentences_per_s = sc->sentences_per_s;
+      }
+      if (const auto a = read_json(run / "checkpoints" / "best" / "architecture.json"))
+        row.heads = heads_of(*a);
+    }
+    if (retrain) {
+      const fs::path scratch = run / "scratch";
+      row.scratch_state = state_name(run_state(scratch));
+      if (o.split.empty()) {
+        row.bleu_scratch = trained_score(scratch).bleu;
+      } else if (run_state(scratch) == RunState::kDone) {
+        if (const auto sc = split_score(o, scratch / "checkpoints" / "best", scratch))
+          row.bleu_scratch = sc->bleu;
+      }
+    }
+    if (row.bleu && base_bleu) row.delta = *row.bleu - *base_bleu;
+    r.rows.push_back(row);
+  }
+
+  // results.csv
+  std::vector<std::string> header = {"run", "state"};
+  for (const auto& a : r.axes) header.push_back(a);
+  for (const char* h : {"heads_e_d_de", "heads_total", "parameters", "bleu", "bleu_scratch",
+                        "scratch_state", "chrf", "bleu_change", "sentences_per_s"})
+    header.push_back(h);
+  std::string csv = fmt::format("{}\n", fmt::join(header, ","));
+  std::string md;
+  md += fmt::format(
+      "BLEU: {}. Heads kept: encoder / decoder / decoder-encoder self- and "
+      "cross-attention (e/d/d-e). From scratch: the pruned architecture trained "
+      "from a random initialisation.\n\n",
+      r.bleu_label);
+  std::vector<std::string> mdh = {"run"};
+  for (const auto& a : r.axes) mdh.push_back(a);
+  for (const char* h :
+       {"heads e/d/d-e", "total", "parameters", "BLEU", "from scratch", "chrF", "change", "sent/s"})
+    mdh.push_back(h);
+  md += fmt::format("| {} |\n", fmt::join(mdh, " | "));
+  std::vector<std::string> align(mdh.size(), "---:");
+  align[0] = "---";
+  for (size_t i = 0; i < r.axes.size(); ++i) align[1 + i] = "---";
+  md += fmt::format("| {} |\n", fmt::join(align, " | "));
+  for (const auto& row : r.rows) {
+    std::vector<std::string> vals;
+    for (const auto& a : r.axes) {
+      std::string v;
+      for (const auto& [k, x] : row.values)
+        if (k == a) v = x;
+      vals.push_back(v);
+    }
+    int64_t total = 0;
+    if (row.heads)
+      for (auto h : *row.heads) total += h;
+    const std::string heads = row.heads ? heads_summary(*row.heads) : "";
+    const std::string total_s = row.heads ? std::to_string(total) : "";
+    const std::string params = row.parameters ? std::to_string(*row.parameters) : "";
+    std::vector<std::string> c = {row.name, row.state};
+    for (const auto& v : vals) c.push_back(v);
+    for (const auto& s :
+         {heads, total_s, params, num(row.bleu), num(row.bleu_scratch), row.scratch_state,
+          num(row.chrf), num(row.delta), num(row.sentences_per_s, 1)})
+      c.push_back(s);
+    std::vector<std::string> cq;
+    for (const auto& s : c) cq.push_back(csv_field(s));
+    csv += fmt::format("{}\n", fmt::join(cq, ","));
+
+    auto missing = [](const std::string& v, const std::string& state) {
+      if (!v.empty()) return v;
+      return state.empty() || state == "done" ? std::string("-") : fmt::format("({})", state);
+    };
+    std::vector<std::string> m = {row.state == "done" || row.name == "baseline"
+                                      ? row.name
+                                      : fmt::format("{} ({})", row.name, row.state)};
+    for (const auto& v : vals) m.push_back(v.empty() ? "-" : v);
+    const bool pending = row.state != "done" && row.name != "baseline";
+    m.push_back(missing(heads, pending ? row.state : ""));
+    m.push_back(missing(total_s, pending ? row.state : ""));
+    m.push_back(missing(params, pending ? row.state : ""));
+    m.push_back(missing(num(row.bleu), pending ? row.state : ""));
+    std::string scratch = num(row.bleu_scratch);
+    if (!scratch.empty() && row.scratch_state != "done") scratch += " (" + row.scratch_state + ")";
+    m.push_back(retrain || !row.scratch_state.empty() ? missing(scratch, row.scratch_state) : "-");
+    m.push_back(missing(num(row.chrf), pending ? row.state : ""));
+    m.push_back(row.delta ? fmt::format("{:+.2f}", *row.delta) : "-");
+    m.push_back(row.sentences_per_s ? num(row.sentences_per_s, 1) : "-");
+    md += fmt::format("| {} |\n", fmt::join(m, " | "));
+  }
+  io::write_file_atomic(o.dir / "results.csv", csv);
+  if (o.plots) r.plots = write_plots(r, o.dir, base_bleu);
+  if (!r.plots.empty()) {
+    md += "\nPlots:";
+    for (const auto& p : r.plots)
+      md += fmt::format(" [{}]({})", p.filename().string(), fs::relative(p, o.dir).string());
+    md += "\n";
+  }
+  r.markdown = md;
+  io::write_file_atomic(o.dir / "results.md", md);
+  return r;
+}
+
+}  // namespace headcount::sweep

@@ -1,0 +1,710 @@
+#include "headcount/sweep/sweep.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <ctime>
+#include <deque>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "headcount/common/check.h"
+#include "headcount/common/io.h"
+#include "headcount/common/log.h"
+#include "headcount/common/runtime.h"
+#include "headcount/common/text.h"
+
+namespace headcount::sweep {
+namespace {
+
+std::string where(const fs::path& file, const YAML::Node& node) {
+  return fmt::format("{}:{}", file.string(), node.Mark().line + 1);
+}
+
+// A value as YAML text that `--set key=TEXT` parses back to the same value.
+std::string yaml_text(const YAML::Node& node) {
+  if (node.IsScalar()) return node.Scalar();
+  YAML::Emitter out;
+  out.SetSeqFormat(YAML::Flow);
+  out.SetMapFormat(YAML::Flow);
+  out << node;
+  return out.c_str();
+}
+
+// A value as it appears in a run name: sequences joined with '+', unsafe characters replaced.
+std::string name_text(const std::string& yaml_value) {
+  std::string v = yaml_value;
+  if (!v.empty() && v.front() == '[' && v.back() == ']') {
+    const YAML::Node node = YAML::Load(v);
+    std::vector<std::string> parts;
+    for (const auto& e : node) parts.push_back(e.IsScalar() ? e.Scalar() : yaml_text(e));
+    v = parts.empty() ? "none" : fmt::format("{}", fmt::join(parts, "+"));
+  }
+  std::string out;
+  for (char c : v) {
+    const bool safe =
+        std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '+' || c == '-';
+    out += safe ? c : '-';
+  }
+  return out.empty() ? "empty" : out;
+}
+
+std::vector<std::string> string_list(const YAML::Node& node, const fs::path& file,
+                                     const std::string& key) {
+  std::vector<std::string> out;
+  if (node.IsScalar()) {
+    out.push_back(node.Scalar());
+  } else if (node.IsSequence()) {
+    for (const auto& e : node) {
+      HC_CHECK(e.IsScalar(), "{}: {}: expected a list of file names", where(file, e), key);
+      out.push_back(e.Scalar());
+    }
+  } else {
+    HC_FAIL("{}: {}: expected a file name or a list of them", where(file, node), key);
+  }
+  return out;
+}
+
+Assignments assignments(const YAML::Node& node, const fs::path& file, const std::string& key) {
+  Assignments out;
+  if (!node || node.IsNull()) return out;
+  HC_CHECK(node.IsMap(), "{}: {}: expected a map of config keys to values, e.g. {{train.lr: 1e-4}}",
+           where(file, node), key);
+  for (const auto& kv : node) out.emplace_back(kv.first.Scalar(), yaml_text(kv.second));
+  return out;
+}
+
+void check_configs_exist(const std::vector<std::string>& configs, const fs::path& file,
+                         const YAML::Node& node, const std::string& key) {
+  HC_CHECK(!configs.empty(), "{}: {}: give at least one config file", where(file, node), key);
+  for (const auto& c : configs) {
+    std::error_code ec;
+    HC_CHECK(fs::exists(c, ec),
+             "{}: {}: config file {} not found (paths are relative to the "
+             "current directory)",
+             where(file, node), key, c);
+  }
+}
+
+// Key/value of config keys inside a point, checked against the schema by resolving the config.
+const std::set<std::string> kTopLevel = {"command", "configs",  "set",     "grid",
+                                         "runs",    "baseline", "retrain", "slurm"};
+
+std::string exit_file(const fs::path& dir) {
+  return (dir / "sweep-exit.json").string();
+}
+
+volatile std::sig_atomic_t g_stop = 0;
+void on_stop_signal(int) {
+  g_stop = 1;
+}
+
+std::vector<std::string> tail_lines(const fs::path& file, size_t n) {
+  std::error_code ec;
+  if (!fs::exists(file, ec)) return {};
+  std::ifstream in(file);
+  std::deque<std::string> lines;
+  std::string line;
+  while (std::getline(in, line)) {
+    // Progress lines redraw with '\r': keep the last state of each line.
+    const size_t cr = line.rfind('\r');
+    if (cr != std::string::npos) line = line.substr(cr + 1);
+    lines.push_back(line);
+    if (lines.size() > n) lines.pop_front();
+  }
+  return {lines.begin(), lines.end()};
+}
+
+void add_threads(std::vector<std::string>& args, const Assignments& a, const Assignments& b,
+                 int threads_blas) {
+  if (threads_blas <= 0) return;
+  for (const auto* list : {&a, &b})
+    for (const auto& [k, v] : *list)
+      if (k.rfind("threads.", 0) == 0) return;  // the sweep decides the threads itself
+  args.insert(args.end(), {"--set", "threads.intra_op=1", "--set",
+                           fmt::format("threads.blas={}", threads_blas)});
+}
+
+}  // namespace
+
+std::string point_name(const Assignments& values, const std::vector<std::string>& axes) {
+  std::map<std::string, int> short_count;
+  auto short_key = [](const std::string& key) {
+    const size_t dot = key.rfind('.');
+    return dot == std::string::npos ? key : key.substr(dot + 1);
+  };
+  for (const auto& a : axes) ++short_count[short_key(a)];
+  std::vector<std::string> parts;
+  for (const auto& axis : axes) {
+    for (const auto& [k, v] : values) {
+      if (k != axis) continue;
+      const std::string label = short_count[short_key(k)] > 1 ? k : short_key(k);
+      parts.push_back(label + "-" + name_text(v));
+    }
+  }
+  return parts.empty() ? "default" : fmt::format("{}", fmt::join(parts, "_"));
+}
+
+Config resolve_point(const SweepSpec& spec, const SweepPoint& point) {
+  ConfigLoader loader;
+  for (const auto& c : spec.configs) loader.apply_file(c);
+  for (const auto& [k, v] : spec.set) loader.apply_set(k + "=" + v);
+  for (const auto& [k, v] : point.values) loader.apply_set(k + "=" + v);
+  return loader.finish();
+}
+
+SweepSpec load_sweep(const fs::path& file) {
+  std::error_code ec;
+  HC_CHECK(fs::exists(file, ec), "sweep file {} not found", file.string());
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(file.string());
+  } catch (const YAML::ParserException& e) {
+    HC_FAIL("{}:{}: not valid YAML: {}", file.string(), e.mark.line + 1, e.msg);
+  }
+  HC_CHECK(root.IsMap(), "{}: expected a map with command, configs and grid or runs",
+           file.string());
+  SweepSpec spec;
+  spec.file = file;
+  for (const auto& kv : root) {
+    const std::string key = kv.first.Scalar();
+    if (!kTopLevel.count(key)) {
+      HC_FAIL("{}: unknown sweep key '{}'; expected one of: {}", where(file, kv.first), key,
+              fmt::join(kTopLevel, ", "));
+    }
+  }
+  if (root["command"]) {
+    spec.command = root["command"].Scalar();
+    HC_CHECK(spec.command == "train" || spec.command == "prune",
+             "{}: command: expected train or prune, got '{}'", where(file, root["command"]),
+             spec.command);
+  }
+  HC_CHECK(root["configs"], "{}: 'configs' is required: the base config file(s) of every run",
+           file.string());
+  spec.configs = string_list(root["configs"], file, "configs");
+  check_configs_exist(spec.configs, file, root["configs"], "configs");
+  spec.set = assignments(root["set"], file, "set");
+  if (root["baseline"]) spec.baseline = root["baseline"].Scalar();
+
+  // Points: the grid's combinations, then the explicit runs.
+  std::vector<std::pair<SweepPoint, YAML::Node>> points;  // with the node errors point at
+  if (const auto grid = root["grid"]) {
+    HC_CHECK(grid.IsMap(), "{}: grid: expected a map of config keys to lists of values",
+             where(file, grid));
+    std::vector<std::pair<std::string, std::vector<std::string>>> axes;
+    for (const auto& kv : grid) {
+      const std::string key = kv.first.Scalar();
+      HC_CHECK(kv.second.IsSequence() && kv.second.size() > 0,
+               "{}: grid: {}: expected a non-empty list of values, e.g. [0.01, 0.05]",
+               where(file, kv.second), key);
+      std::vector<std::string> values;
+      for (const auto& v : kv.second) values.push_back(yaml_text(v));
+      axes.emplace_back(key, values);
+      spec.axes.push_back(key);
+    }
+    std::vector<size_t> index(axes.size(), 0);
+    while (true) {
+      SweepPoint p;
+      for (size_t a = 0; a < axes.size(); ++a)
+        p.values.emplace_back(axes[a].first, axes[a].second[index[a]]);
+      points.emplace_back(p, grid);
+      size_t a = axes.size();
+      while (a > 0 && ++index[a - 1] == axes[a - 1].second.size()) index[--a] = 0;
+      if (a == 0) break;
+    }
+  }
+  if (const auto runs = root["runs"]) {
+    HC_CHECK(runs.IsSequence(), "{}: runs: expected a list of maps of config keys to values",
+             where(file, runs));
+    for (const auto& r : runs) {
+      HC_CHECK(r.IsMap(), "{}: runs: each run is a map of config keys to values", where(file, r));
+      SweepPoint p;
+      for (const auto& kv : r) {
+        const std::string key = kv.first.Scalar();
+        if (key == "name") {
+          p.name = kv.second.Scalar();
+          continue;
+        }
+        p.values.emplace_back(key, yaml_text(kv.second));
+        if (std::find(spec.axes.begin(), spec.axes.end(), key) == spec.axes.end())
+          spec.axes.push_back(key);
+      }
+      points.emplace_back(p, r);
+    }
+  }
+  HC_CHECK(!points.empty(), "{}: no runs: give a 'grid' or a list of 'runs'", file.string());
+
+  std::map<std::string, std::string> seen;  // name -> where
+  for (auto& [p, node] : points) {
+    if (p.name.empty()) p.name = point_name(p.values, spec.axes);
+    HC_CHECK(p.name.find('/') == std::string::npos && p.name != "." && p.name != "..",
+             "{}: run name '{}' must be a plain folder name", where(file, node), p.name);
+    const auto it = seen.find(p.name);
+    HC_CHECK(it == seen.end(), "{}: two runs are named '{}' (the other at {}): give one a 'name'",
+             where(file, node), p.name, it == seen.end() ? "" : it->second);
+    seen[p.name] = where(file, node);
+    Config config;
+    try {
+      config = resolve_point(spec, p);
+    } catch (const Error& e) {
+      HC_FAIL("{}: run '{}': {}", where(file, node), p.name, e.what());
+    }
+    if (spec.command == "prune") {
+      HC_CHECK(!config.prune.init_from.empty(),
+               "{}: run '{}': prune.init_from is empty: a prune sweep needs the converged "
+               "checkpoint (in a config or under 'set')",
+               where(file, node), p.name);
+    }
+    spec.points.push_back(p);
+  }
+
+  if (const auto r = root["retrain"]) {
+    HC_CHECK(spec.command == "prune",
+             "{}: retrain: only a prune sweep has pruned architectures "
+             "to retrain",
+             where(file, r));
+    HC_CHECK(r.IsMap(), "{}: retrain: expected a map with configs (and set)", where(file, r));
+    for (const auto& kv : r) {
+      const std::string key = kv.first.Scalar();
+      HC_CHECK(key == "configs" || key == "set", "{}: retrain: unknown key '{}' (configs, set)",
+               where(file, kv.first), key);
+    }
+    HC_CHECK(r["configs"], "{}: retrain: 'configs' is required (the baseline's training config)",
+             where(file, r));
+    spec.retrain = true;
+    spec.retrain_configs = string_list(r["configs"], file, "retrain.configs");
+    check_configs_exist(spec.retrain_configs, file, r["configs"], "retrain.configs");
+    spec.retrain_set = assignments(r["set"], file, "retrain.set");
+    ConfigLoader loader;
+    try {
+      for (const auto& c : spec.retrain_configs) loader.apply_file(c);
+      for (const auto& [k, v] : spec.retrain_set) loader.apply_set(k + "=" + v);
+      loader.finish();
+    } catch (const Error& e) {
+      HC_FAIL("{}: retrain: {}", where(file, r), e.what());
+    }
+  }
+
+  if (const auto s = root["slurm"]) {
+    HC_CHECK(s.IsMap(),
+             "{}: slurm: expected a map (partition, account, time, mem, "
+             "cpus_per_task, ntasks, extra)",
+             where(file, s));
+    for (const auto& kv : s) {
+      const std::string key = kv.first.Scalar();
+      const auto& v = kv.second;
+      try {
+        if (key == "partition")
+          spec.slurm.partition = v.as<std::string>();
+        else if (key == "account")
+          spec.slurm.account = v.as<std::string>();
+        else if (key == "time")
+          spec.slurm.time = v.as<std::string>();
+        else if (key == "mem")
+          spec.slurm.mem = v.as<std::string>();
+        else if (key == "cpus_per_task")
+          spec.slurm.cpus_per_task = v.as<int>();
+        else if (key == "ntasks")
+          spec.slurm.ntasks = v.as<int>();
+        else if (key == "extra")
+          spec.slurm.extra = string_list(v, file, "slurm.extra");
+        else
+          HC_FAIL(
+              "{}: slurm: unknown key '{}' (partition, account, time, mem, cpus_per_task, "
+              "ntasks, extra)",
+              where(file, kv.first), key);
+      } catch (const YAML::Exception&) {
+        HC_FAIL("{}: slurm: {}: cannot read '{}'", where(file, v), key, yaml_text(v));
+      }
+    }
+    HC_CHECK(spec.slurm.cpus_per_task >= 1, "{}: slurm: cpus_per_task must be at least 1",
+             where(file, s));
+    HC_CHECK(spec.slurm.ntasks == 1, "{}: slurm: ntasks: only 1 process per run is supported",
+             where(file, s));
+  }
+  return spec;
+}
+
+Job point_job(const SweepSpec& spec, size_t point, const fs::path& out, int threads_blas) {
+  const auto& p = spec.points.at(point);
+  Job j;
+  j.point = point;
+  j.name = p.name;
+  j.dir = out / p.name;
+  j.args.push_back(spec.command);
+  j.args.insert(j.args.end(), spec.configs.begin(), spec.configs.end());
+  for (const auto* list : {&spec.set, &p.values})
+    for (const auto& [k, v] : *list) j.args.insert(j.args.end(), {"--set", k + "=" + v});
+  add_threads(j.args, spec.set, p.values, threads_blas);
+  j.args.insert(j.args.end(), {"--out", j.dir.string()});
+  return j;
+}
+
+Job retrain_job(const SweepSpec& spec, size_t point, const fs::path& out, int threads_blas) {
+  const auto& p = spec.points.at(point);
+  Job j;
+  j.point = point;
+  j.retrain = true;
+  j.name = p.name + "/scratch";
+  j.dir = out / p.name / "scratch";
+  j.args.push_back("train");
+  j.args.insert(j.args.end(), spec.retrain_configs.begin(), spec.retrain_configs.end());
+  for (const auto& [k, v] : spec.retrain_set) j.args.insert(j.args.end(), {"--set", k + "=" + v});
+  add_threads(j.args, spec.retrain_set, {}, threads_blas);
+  j.args.insert(j.args.end(), {"--architecture-from", (out / p.name / "pruned").string(), "--out",
+                               j.dir.string()});
+  return j;
+}
+
+const char* state_name(RunState s) {
+  switch (s) {
+    case RunState::kPending:
+      return "pending";
+    case RunState::kInterrupted:
+      return "interrupted";
+    case RunState::kRunning:
+      return "running";
+    case RunState::kDone:
+      return "done";
+    case RunState::kFailed:
+      return "failed";
+  }
+  return "?";
+}
+
+RunState run_state(const fs::path& dir) {
+  std::error_code ec;
+  if (fs::exists(dir / "summary.json", ec)) return RunState::kDone;
+  if (fs::exists(exit_file(dir), ec)) {
+    try {
+      const auto j = nlohmann::json::parse(io::read_file(exit_file(dir)));
+      if (j.value("failed", false)) return RunState::kFailed;
+    } catch (const std::exception&) {
+      return RunState::kFailed;
+    }
+  }
+  if (fs::exists(dir / "checkpoints" / "last", ec)) return RunState::kInterrupted;
+  return RunState::kPending;
+}
+
+std::optional<double> run_bleu(const fs::path& dir) {
+  std::error_code ec;
+  if (fs::exists(dir / "pruning.json", ec)) {
+    const auto j = nlohmann::json::parse(io::read_file(dir / "pruning.json"));
+    if (j.contains("dev_bleu_end")) return j["dev_bleu_end"].get<double>();
+  }
+  if (!fs::exists(dir / "metrics.jsonl", ec)) return std::nullopt;
+  std::optional<double> best;
+  std::ifstream in(dir / "metrics.jsonl");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.find("\"dev_bleu\"") == std::string::npos) continue;
+    try {
+      const auto j = nlohmann::json::parse(line);
+      const double b = j["dev_bleu"].get<double>();
+      if (!best || b > *best) best = b;
+    } catch (const std::exception&) {
+      // a line cut short by an interruption
+    }
+  }
+  return best;
+}
+
+std::string status_table(const SweepSpec& spec, const fs::path& out) {
+  std::string s = fmt::format("{:<40} {:<12} {:>9}  {}\n", "run", "state", "dev BLEU", "values");
+  for (const auto& p : spec.points) {
+    std::vector<std::string> vals;
+    for (const auto& [k, v] : p.values) vals.push_back(k + "=" + v);
+    auto row = [&](const std::string& name, const fs::path& dir, const std::string& values) {
+      const auto bleu = run_bleu(dir);
+      s += fmt::format("{:<40} {:<12} {:>9}  {}\n", name, state_name(run_state(dir)),
+                       bleu ? fmt::format("{:.2f}", *bleu) : "-", values);
+    };
+    row(p.name, out / p.name, fmt::format("{}", fmt::join(vals, " ")));
+    if (spec.retrain) row(p.name + "/scratch", out / p.name / "scratch", "(from scratch)");
+  }
+  return s;
+}
+
+namespace {
+
+void write_manifest(const SweepSpec& spec, const fs::path& out) {
+  nlohmann::json points = nlohmann::json::array();
+  for (const auto& p : spec.points) {
+    nlohmann::json values = nlohmann::json::object();
+    for (const auto& [k, v] : p.values) values[k] = v;
+    points.push_back({{"name", p.name}, {"values", values}});
+  }
+  nlohmann::json set = nlohmann::json::object();
+  for (const auto& [k, v] : spec.set) set[k] = v;
+  const nlohmann::json j = {{"sweep_file", fs::absolute(spec.file).string()},
+                            {"command", spec.command},
+                            {"configs", spec.configs},
+                            {"set", set},
+                            {"axes", spec.axes},
+                            {"baseline", spec.baseline},
+                            {"retrain", spec.retrain},
+                            {"points", points}};
+  io::write_file_atomic(out / "sweep.json", j.dump(2) + "\n");
+}
+
+pid_t spawn(const fs::path& executable, const std::vector<std::string>& args, const fs::path& log) {
+  const std::string log_path = log.string();
+  std::vector<std::string> argv_s;
+  argv_s.push_back(executable.string());
+  argv_s.insert(argv_s.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& a : argv_s) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  std::fflush(nullptr);
+  const pid_t pid = fork();
+  HC_CHECK(pid >= 0, "cannot start a process ({})", executable.string());
+  if (pid == 0) {
+    const int fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (fd >= 0) {
+      dup2(fd, STDOUT_FILENO);
+      dup2(fd, STDERR_FILENO);
+      ::close(fd);
+    }
+    const int null_in = ::open("/dev/null", O_RDONLY);
+    if (null_in >= 0) dup2(null_in, STDIN_FILENO);
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    execv(argv[0], argv.data());
+    std::fprintf(stderr, "headcount sweep: cannot run %s\n", argv[0]);
+    _exit(127);
+  }
+  return pid;
+}
+
+pid_t start_job(const Job& job, const fs::path& executable) {
+  fs::create_directories(job.dir);
+  std::error_code ec;
+  fs::remove(exit_file(job.dir), ec);
+  {
+    std::ofstream log(job.dir / "log.txt", std::ios::app);
+    const auto now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+    char when[64];
+    std::strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", std::localtime(&now));
+    log << "=== headcount sweep: " << job.name << " started " << when << " ===\n";
+  }
+  return spawn(executable, job.args, job.dir / "log.txt");
+}
+
+}  // namespace
+
+int run_command(const fs::path& executable, const std::vector<std::string>& args,
+                const fs::path& log) {
+  const pid_t pid = spawn(executable, args, log);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) return -1;
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+SweepOutcome run_sweep(const SweepSpec& spec, const SweepOptions& options) {
+  HC_CHECK(options.workers >= 1, "--workers must be at least 1");
+  if (options.only) {
+    HC_CHECK(*options.only < spec.points.size(), "--only {}: the sweep has {} runs (0 to {})",
+             *options.only, spec.points.size(), spec.points.size() - 1);
+  }
+  fs::create_directories(options.out);
+  if (!options.only)
+    write_manifest(spec, options.out);
+  else if (!fs::exists(options.out / "sweep.json"))
+    write_manifest(spec, options.out);
+
+  const int cores = options.cores > 0 ? options.cores : runtime::num_cores();
+  const int threads_blas = std::max(1, cores / options.workers);
+
+  std::deque<Job> ready;
+  std::vector<size_t> retrain_waiting;  // points whose retraining waits for the prune run
+  SweepOutcome outcome;
+  for (size_t i = 0; i < spec.points.size(); ++i) {
+    if (options.only && *options.only != i) continue;
+    const Job job = point_job(spec, i, options.out, threads_blas);
+    if (run_state(job.dir) == RunState::kDone) {
+      ++outcome.skipped;
+      if (spec.retrain) {
+        const Job r = retrain_job(spec, i, options.out, threads_blas);
+        if (run_state(r.dir) == RunState::kDone)
+          ++outcome.skipped;
+        else
+          ready.push_back(r);
+      }
+    } else {
+      ready.push_back(job);
+      if (spec.retrain) retrain_waiting.push_back(i);
+    }
+  }
+  const size_t total_jobs = ready.size() + retrain_waiting.size();
+  if (options.dry_run) return outcome;
+  if (outcome.skipped > 0) log::info("sweep: {} run(s) already finished, skipped", outcome.skipped);
+  if (total_jobs == 0) {
+    log::info("sweep: every run is finished");
+    return outcome;
+  }
+
+  g_stop = 0;
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = 0;  // no SA_RESTART: waitpid returns on a signal
+  struct sigaction old_int {
+  }, old_term{};
+  sigaction(SIGINT, &sa, &old_int);
+  sigaction(SIGTERM, &sa, &old_term);
+
+  struct Running {
+    Job job;
+    std::chrono::steady_clock::time_point start;
+  };
+  std::map<pid_t, Running> running;
+  bool forwarded = false;
+  auto summary_line = [&] {
+    std::optional<double> best;
+    std::string best_name;
+    for (const auto& p : spec.points) {
+      const auto b = run_bleu(options.out / p.name);
+      if (b && (!best || *b > *best)) best = b, best_name = p.name;
+    }
+    const size_t pending = ready.size() + retrain_waiting.size();
+    log::info("sweep: {} done, {} running, {} failed, {} pending{}", outcome.done, running.size(),
+              outcome.failed, pending,
+              best ? fmt::format("; best dev BLEU so far {:.2f} ({})", *best, best_name) : "");
+  };
+
+  while (true) {
+    while (!g_stop && running.size() < static_cast<size_t>(options.workers) && !ready.empty()) {
+      Job job = ready.front();
+      ready.pop_front();
+      const RunState before = run_state(job.dir);
+      const pid_t pid = start_job(job, options.executable);
+      log::info("sweep: {} {} (log: {})",
+                before == RunState::kPending  ? "starting"
+                : before == RunState::kFailed ? "retrying"
+                                              : "resuming",
+                job.name, (job.dir / "log.txt").string());
+      running.emplace(pid, Running{job, std::chrono::steady_clock::now()});
+    }
+    if (running.empty()) break;
+    int status = 0;
+    const pid_t pid = waitpid(-1, &status, 0);
+    if (pid < 0) {
+      if (errno == EINTR) {
+        if (g_stop && !forwarded) {
+          log::info(
+              "sweep: stopping: the running runs save a checkpoint and stop; run the same "
+              "command to resume");
+          for (const auto& [p, r] : running) kill(p, SIGTERM);
+          forwarded = true;
+        }
+        continue;
+      }
+      break;
+    }
+    const auto it = running.find(pid);
+    if (it == running.end()) continue;
+    const Job job = it->second.job;
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - it->second.start).count();
+    running.erase(it);
+    const int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    const int sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+    const RunState after = run_state(job.dir);
+    const bool finished = after == RunState::kDone;
+    const bool failed = !finished && !(code == 0 && sig == 0 && g_stop);
+    io::write_file_atomic(
+        exit_file(job.dir),
+        nlohmann::json(
+            {{"exit_code", code}, {"signal", sig}, {"failed", failed}, {"seconds", seconds}})
+                .dump() +
+            "\n");
+    if (finished) {
+      ++outcome.done;
+      const auto b = run_bleu(job.dir);
+      log::info("sweep: {} finished in {}{}", job.name, log::duration(seconds),
+                b ? fmt::format(", dev BLEU {:.2f}", *b) : "");
+      if (!job.retrain && spec.retrain) {
+        retrain_waiting.erase(
+            std::remove(retrain_waiting.begin(), retrain_waiting.end(), job.point),
+            retrain_waiting.end());
+        ready.push_back(retrain_job(spec, job.point, options.out, threads_blas));
+      }
+    } else if (failed) {
+      ++outcome.failed;
+      outcome.failed_names.push_back(job.name);
+      std::string why =
+          sig ? fmt::format("killed by signal {}", sig) : fmt::format("exit code {}", code);
+      log::warn("sweep: {} FAILED ({}); end of {}:", job.name, why, (job.dir / "log.txt").string());
+      for (const auto& l : tail_lines(job.dir / "log.txt", 12)) log::warn("  | {}", l);
+      if (!job.retrain) {  // its retraining cannot run
+        retrain_waiting.erase(
+            std::remove(retrain_waiting.begin(), retrain_waiting.end(), job.point),
+            retrain_waiting.end());
+      }
+    } else {
+      ++outcome.interrupted;
+      log::info("sweep: {} stopped; it resumes from its last checkpoint next time", job.name);
+    }
+    summary_line();
+  }
+  sigaction(SIGINT, &old_int, nullptr);
+  sigaction(SIGTERM, &old_term, nullptr);
+  if (!outcome.failed_names.empty()) {
+    log::warn("sweep: {} run(s) failed: {} (their logs: RUN/log.txt; run the sweep again to retry)",
+              outcome.failed_names.size(), fmt::join(outcome.failed_names, ", "));
+  }
+  return outcome;
+}
+
+fs::path write_slurm_script(const SweepSpec& spec, const SweepOptions& options) {
+  const fs::path out = fs::absolute(options.out);
+  fs::create_directories(out / "slurm");
+  write_manifest(spec, options.out);
+  const auto& s = spec.slurm;
+  std::string stem = spec.file.stem().string();
+  std::string script = "#!/bin/bash\n";
+  script += fmt::format("# headcount sweep {}: {} run(s), one array task each.\n",
+                        spec.file.string(), spec.points.size());
+  script += fmt::format("# Submit with: sbatch {}\n", (out / "sweep.sbatch").string());
+  script += fmt::format("#SBATCH --job-name=headcount-{}\n", name_text(stem));
+  script += fmt::format("#SBATCH --array=0-{}\n", spec.points.size() - 1);
+  script += fmt::format("#SBATCH --ntasks={}\n", s.ntasks);
+  script += fmt::format("#SBATCH --cpus-per-task={}\n", s.cpus_per_task);
+  script += fmt::format("#SBATCH --mem={}\n", s.mem);
+  script += fmt::format("#SBATCH --time={}\n", s.time);
+  if (!s.partition.empty()) script += fmt::format("#SBATCH --partition={}\n", s.partition);
+  if (!s.account.empty()) script += fmt::format("#SBATCH --account={}\n", s.account);
+  script += fmt::format("#SBATCH --output={}\n", (out / "slurm" / "%A_%a.out").string());
+  for (const auto& e : s.extra) script += fmt::format("#SBATCH {}\n", e);
+  script += "set -euo pipefail\n";
+  script += fmt::format("cd '{}'\n", fs::current_path().string());
+  script += "# Each task runs one point (and its retraining from scratch when the sweep asks);\n";
+  script +=
+      "# a finished run is skipped and an interrupted one resumes, so resubmitting is safe.\n";
+  script += fmt::format(
+      "exec '{}' sweep '{}' --out '{}' --only \"$SLURM_ARRAY_TASK_ID\" --cores "
+      "\"${{SLURM_CPUS_PER_TASK:-{}}}\"\n",
+      fs::absolute(options.executable).string(), fs::absolute(spec.file).string(), out.string(),
+      s.cpus_per_task);
+  const fs::path path = out / "sweep.sbatch";
+  io::write_file_atomic(path, script);
+  fs::permissions(path, fs::perms::owner_exec | fs::perms::group_exec | fs::perms::others_exec,
+                  fs::perm_options::add);
+  return path;
+}
+
+}  // namespace headcount::sweep

@@ -1,0 +1,419 @@
+// Sweeps (expansion, naming, resume and skip, failure isolation, the Slurm script) and the report.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "headcount/common/check.h"
+#include "headcount/common/io.h"
+#include "headcount/sweep/report.h"
+#include "headcount/sweep/sweep.h"
+#include "test_util.h"
+#include "tiny_corpus.h"
+
+namespace headcount {
+namespace {
+
+using testing::TempDir;
+namespace fs = std::filesystem;
+
+// A base config file for sweeps over the tiny corpus.
+fs::path tiny_base(const TempDir& dir, int steps) {
+  Config c = tiny_run_config(dir, 64);
+  c.train.max_steps = steps;
+  c.train.eval_every = steps;
+  c.train.log_every = steps;
+  save_config(c, dir / "base.yaml");
+  return dir / "base.yaml";
+}
+
+fs::path write_sweep(const TempDir& dir, const std::string& name, const std::string& text) {
+  io::write_file_atomic(dir / name, text);
+  return dir / name;
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Sweep, GridThenRunsInFileOrderWithReadableNames) {
+  TempDir dir;
+  const auto base = tiny_base(dir, 10);
+  const auto file = write_sweep(dir, "s.yaml",
+                                fmt::format(R"(command: train
+configs: [{}]
+set: {{train.max_steps: 5}}
+grid:
+  seed: [1, 2]
+  prune.attention: [[enc_self], [enc_self, enc_dec]]
+runs:
+  - {{train.lr: 0.001}}
+  - {{train.lr: 0.002, name: fast}}
+)",
+                                            base.string()));
+  const auto spec = sweep::load_sweep(file);
+  ASSERT_EQ(spec.points.size(), 6u);
+  EXPECT_EQ(spec.points[0].name, "seed-1_attention-enc_self");
+  EXPECT_EQ(spec.points[1].name, "seed-1_attention-enc_self+enc_dec");
+  EXPECT_EQ(spec.points[2].name, "seed-2_attention-enc_self");
+  EXPECT_EQ(spec.points[3].name, "seed-2_attention-enc_self+enc_dec");
+  EXPECT_EQ(spec.points[4].name, "lr-0.001");
+  EXPECT_EQ(spec.points[5].name, "fast");
+  EXPECT_EQ(spec.axes, (std::vector<std::string>{"seed", "prune.attention", "train.lr"}));
+  // Each point's config: the base, then `set`, then its values.
+  const Config c = sweep::resolve_point(spec, spec.points[1]);
+  EXPECT_EQ(c.seed, 1);
+  EXPECT_EQ(c.prune.attention, (std::vector<std::string>{"enc_self", "enc_dec"}));
+  EXPECT_EQ(c.train.max_steps, 5);
+  EXPECT_DOUBLE_EQ(sweep::resolve_point(spec, spec.points[5]).train.lr, 0.002);
+  // The job: the values as --set, threads split, the run folder.
+  const auto job = sweep::point_job(spec, 1, dir / "out", 1);
+  const std::vector<std::string> want = {
+      "train", base.string(),
+      "--set", "train.max_steps=5",
+      "--set", "seed=1",
+      "--set", "prune.attention=[enc_self, enc_dec]",
+      "--set", "threads.intra_op=1",
+      "--set", "threads.blas=1",
+      "--out", (dir / "out" / "seed-1_attention-enc_self+enc_dec").string()};
+  EXPECT_EQ(job.args, want);
+}
+
+TEST(Sweep, ShortNamesCollideSoFullKeysAreUsed) {
+  const sweep::Assignments v = {{"train.max_tokens", "100"}, {"data.max_tokens", "50"}};
+  EXPECT_EQ(sweep::point_name(v, {"train.max_tokens", "data.max_tokens"}),
+            "train.max_tokens-100_data.max_tokens-50");
+  EXPECT_EQ(sweep::point_name({{"prune.attention", "[]"}}, {"prune.attention"}), "attention-none");
+}
+
+TEST(Sweep, BadSweepFilesNameTheLineAndTheProblem) {
+  TempDir dir;
+  const auto base = tiny_base(dir, 10);
+  auto err = [&](const std::string& text) {
+    return error_of([&] { sweep::load_sweep(write_sweep(dir, "bad.yaml", text)); });
+  };
+  const std::string cfg = fmt::format("configs: [{}]\n", base.string());
+  EXPECT_NE(err("command: train\n" + cfg + "grid:\n  train.lrr: [1]\n")
+                .find("bad.yaml:4: run 'lrr-1': --set train.lrr=1: unknown key 'train.lrr'; did "
+                      "you mean 'train.lr'?"),
+            std::string::npos);
+  EXPECT_NE(err("command: train\n" + cfg + "grid:\n  train.lr: fast\n").find("bad.yaml:4"),
+            std::string::npos);
+  EXPECT_NE(err("command: train\n" + cfg + "grid:\n  train.lr: [abc]\n").find("train.lr"),
+            std::string::npos);
+  EXPECT_NE(err("command: train\n" + cfg).find("no runs"), std::string::npos);
+  EXPECT_NE(err("command: fit\n" + cfg + "grid: {seed: [1]}\n").find("expected train or prune"),
+            std::string::npos);
+  EXPECT_NE(err("command: train\nconfigs: [nope.yaml]\ngrid: {seed: [1]}\n").find("nope.yaml"),
+            std::string::npos);
+  EXPECT_NE(err("command: train\n" + cfg + "grid: {seed: [1]}\nworkers: 2\n")
+                .find("unknown sweep key 'workers'"),
+            std::string::npos);
+  EXPECT_NE(err("command: train\n" + cfg + "runs: [{seed: 1}, {seed: 1}]\n")
+                .find("two runs are named 'seed-1'"),
+            std::string::npos);
+  EXPECT_NE(err("command: prune\n" + cfg + "grid: {prune.lambda: [0.1]}\n")
+                .find("prune.init_from is empty"),
+            std::string::npos);
+  EXPECT_NE(err("command: train\n" + cfg + "grid: {seed: [1]}\nretrain: {configs: [x]}\n")
+                .find("only a prune sweep"),
+            std::string::npos);
+  EXPECT_NE(err("command: train\n" + cfg + "grid: {seed: [1]}\nslurm: {gpus: 2}\n")
+                .find("slurm: unknown key 'gpus'"),
+            std::string::npos);
+  EXPECT_NE(err("command: train\n" + cfg + "grid: {seed: [1]\n").find("not valid YAML"),
+            std::string::npos);
+}
+
+// Runs two tiny training points two at a time, one of which cannot start (its data folder does
+// not exist): the other finishes; a second sweep skips it and retries the failed one.
+TEST(Sweep, RunsInParallelIsolatesFailuresAndSkipsFinishedRuns) {
+  TempDir dir;
+  const auto base = tiny_base(dir, 20);
+  const auto file = write_sweep(dir, "s.yaml",
+                                fmt::format(R"(command: train
+configs: [{}]
+runs:
+  - {{seed: 3}}
+  - {{data.dir: {}, name: broken}}
+)",
+                                            base.string(), (dir / "missing").string()));
+  const auto spec = sweep::load_sweep(file);
+  sweep::SweepOptions o;
+  o.out = dir / "out";
+  o.executable = HEADCOUNT_BINARY;
+  o.workers = 2;
+  o.cores = 2;
+  const auto r = sweep::run_sweep(spec, o);
+  EXPECT_EQ(r.done, 1);
+  EXPECT_EQ(r.failed, 1);
+  EXPECT_EQ(r.failed_names, std::vector<std::string>{"broken"});
+  EXPECT_EQ(sweep::run_state(o.out / "seed-3"), sweep::RunState::kDone);
+  EXPECT_EQ(sweep::run_state(o.out / "broken"), sweep::RunState::kFailed);
+  EXPECT_TRUE(sweep::run_bleu(o.out / "seed-3").has_value());
+  // Its resolved config is in its folder, and the threads were split between the two workers.
+  const Config saved = load_config_file(o.out / "seed-3" / "config.yaml");
+  EXPECT_EQ(saved.seed, 3);
+  EXPECT_EQ(saved.threads.blas, 1);
+  EXPECT_TRUE(fs::exists(o.out / "sweep.json"));
+  const auto table = sweep::status_table(spec, o.out);
+  EXPECT_NE(table.find("broken"), std::string::npos);
+  EXPECT_NE(table.find("failed"), std::string::npos);
+
+  const auto mtime = fs::last_write_time(o.out / "seed-3" / "summary.json");
+  const auto again = sweep::run_sweep(spec, o);
+  EXPECT_EQ(again.skipped, 1);
+  EXPECT_EQ(again.done, 0);
+  EXPECT_EQ(again.failed, 1);  // retried, fails again
+  EXPECT_EQ(fs::last_write_time(o.out / "seed-3" / "summary.json"), mtime);
+}
+
+// An interrupted run (a checkpoint, no summary) is resumed from its checkpoint, not restarted.
+TEST(Sweep, InterruptedRunsResumeFromTheirCheckpoint) {
+  TempDir dir;
+  const auto base = tiny_base(dir, 40);
+  const auto file = write_sweep(dir, "s.yaml",
+                                fmt::format(R"(command: train
+configs: [{}]
+set: {{train.eval_every: 20}}
+grid: {{seed: [5]}}
+)",
+                                            base.string()));
+  const auto spec = sweep::load_sweep(file);
+  const fs::path run = dir / "out" / "seed-5";
+  // The first half, as if the sweep had been stopped at step 20.
+  ASSERT_EQ(std::system(fmt::format("{} train {} --set seed=5 --set train.eval_every=20 --set "
+                                    "train.max_steps=20 --out {} >/dev/null 2>&1",
+                                    HEADCOUNT_BINARY, base.string(), run.string())
+                            .c_str()),
+            0);
+  fs::remove(run / "summary.json");
+  ASSERT_EQ(sweep::run_state(run), sweep::RunState::kInterrupted);
+  sweep::SweepOptions o;
+  o.out = dir / "out";
+  o.executable = HEADCOUNT_BINARY;
+  o.cores = 1;
+  const auto r = sweep::run_sweep(spec, o);
+  EXPECT_EQ(r.done, 1);
+  const auto log = io::read_file(run / "log.txt");
+  EXPECT_NE(log.find("resuming"), std::string::npos) << log;
+  const auto summary = nlohmann::json::parse(io::read_file(run / "summary.json"));
+  EXPECT_EQ(summary["steps"], 40);
+}
+
+TEST(Sweep, SlurmArrayScriptRunsOnePointPerTask) {
+  TempDir dir;
+  const auto base = tiny_base(dir, 10);
+  const auto file = write_sweep(dir, "s.yaml",
+                                fmt::format(R"(command: train
+configs: [{}]
+grid: {{seed: [1, 2, 3]}}
+slurm: {{partition: cpu, cpus_per_task: 1, mem: 2G, time: "00:30:00", extra: ["--qos=short"]}}
+)",
+                                            base.string()));
+  // The CLI writes the script and, with --submit, hands it to sbatch (a fake one here).
+  const fs::path bin = dir / "bin";
+  fs::create_directories(bin);
+  io::write_file_atomic(bin / "sbatch", fmt::format("#!/bin/sh\necho \"$@\" > {}\necho "
+                                                    "'Submitted batch job 42'\n",
+                                                    (dir / "sbatch-args").string()));
+  chmod((bin / "sbatch").c_str(), 0755);
+  const fs::path out = dir / "out";
+  const std::string cmd = fmt::format(
+      "PATH={}:$PATH {} sweep {} --out {} --launcher slurm --submit > {} 2>&1", bin.string(),
+      HEADCOUNT_BINARY, file.string(), out.string(), (dir / "cli.txt").string());
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << io::read_file(dir / "cli.txt");
+  const fs::path script = out / "sweep.sbatch";
+  EXPECT_EQ(io::read_file(dir / "sbatch-args"), script.string() + "\n");
+  EXPECT_NE(io::read_file(dir / "cli.txt").find("Submitted batch job 42"), std::string::npos);
+  const std::string s = io::read_file(script);
+  for (const char* line :
+       {"#SBATCH --array=0-2\n", "#SBATCH --partition=cpu\n", "#SBATCH --cpus-per-task=1\n",
+        "#SBATCH --mem=2G\n", "#SBATCH --time=00:30:00\n", "#SBATCH --qos=short\n"}) {
+    EXPECT_NE(s.find(line), std::string::npos) << line << " not in\n" << s;
+  }
+  // Array task 1 runs the second point alone.
+  const std::string task =
+      fmt::format("SLURM_ARRAY_TASK_ID=1 SLURM_CPUS_PER_TASK=1 bash {} > {} 2>&1", script.string(),
+                  (dir / "task.txt").string());
+  ASSERT_EQ(std::system(task.c_str()), 0) << io::read_file(dir / "task.txt");
+  EXPECT_EQ(sweep::run_state(out / "seed-2"), sweep::RunState::kDone);
+  EXPECT_EQ(sweep::run_state(out / "seed-1"), sweep::RunState::kPending);
+  EXPECT_EQ(sweep::run_state(out / "seed-3"), sweep::RunState::kPending);
+  // Without sbatch on PATH, --submit is a clear error.
+  const std::string no_sbatch =
+      fmt::format("PATH=/nonexistent {} sweep {} --out {} --launcher slurm --submit 2>&1",
+                  HEADCOUNT_BINARY, file.string(), out.string());
+  FILE* p = popen(no_sbatch.c_str(), "r");
+  std::string text;
+  char buf[512];
+  while (fgets(buf, sizeof buf, p)) text += buf;
+  EXPECT_NE(pclose(p), 0);
+  EXPECT_NE(text.find("sbatch not found"), std::string::npos) << text;
+}
+
+// The report on a hand-made sweep folder: a baseline, a finished prune run with its retraining,
+// a finished one without, and a pending one.
+TEST(Report, TableFromAFixtureOfFinishedRuns) {
+  TempDir dir;
+  const fs::path out = dir / "sweep";
+  const fs::path base = dir / "base";
+  fs::create_directories(base / "checkpoints" / "best");
+  io::write_file_atomic(base / "metrics.jsonl",
+                        R"({"event":"eval","step":100,"dev_bleu":20.0,"dev_chrf":40.0}
+{"event":"eval","step":200,"dev_bleu":25.5,"dev_chrf":45.5}
+{"event":"eval","step":300,"dev_bleu":25.0,"dev_chrf":45.0}
+)");
+  io::write_file_atomic(base / "summary.json", "{}");
+  io::write_file_atomic(base / "checkpoints" / "best" / "architecture.json",
+                        R"({"enc_self":[2,2],"dec_self":[2,2],"enc_dec":[2,2],"head_dim":8})");
+  nlohmann::json manifest = {{"command", "prune"},
+                             {"axes", {"prune.lambda"}},
+                             {"baseline", base.string()},
+                             {"retrain", true},
+                             {"points",
+                              {{{"name", "lambda-0.1"}, {"values", {{"prune.lambda", "0.1"}}}},
+                               {{"name", "lambda-0.5"}, {"values", {{"prune.lambda", "0.5"}}}},
+                               {{"name", "lambda-1"}, {"values", {{"prune.lambda", "1"}}}}}}};
+  fs::create_directories(out);
+  io::write_file_atomic(out / "sweep.json", manifest.dump());
+  auto finished_prune = [&](const std::string& name, const std::string& heads, double bleu,
+                            int64_t params) {
+    const fs::path run = out / name;
+    fs::create_directories(run);
+    io::write_file_atomic(run / "summary.json", "{}");
+    io::write_file_atomic(run / "pruning.json",
+                          fmt::format(R"({{"heads_after":{},"parameters_before":1000,
+                                          "parameters_after":{},"dev_bleu_end":{},"steps":100}})",
+                                      heads, params, bleu));
+    io::write_file_atomic(
+        run / "metrics.jsonl",
+        fmt::format(R"({{"event":"final","step":100,"dev_bleu":{},"dev_chrf":44.25}})"
+                    "\n",
+                    bleu));
+    io::write_file_atomic(run / "head_removal.csv",
+                          "attention,layer,head,removal_step,p_open,gate,dev_bleu_at_removal\n"
+                          "enc_self,0,1,50,0.01,0,24.0\nenc_self,1,0,100,0.02,0,25.0\n"
+                          "enc_self,0,0,,0.9,1,\nenc_self,1,1,,0.8,1,\n");
+  };
+  finished_prune("lambda-0.1", R"({"enc_self":[1,1],"dec_self":[2,2],"enc_dec":[2,1]})", 25.0, 900);
+  finished_prune("lambda-0.5", R"({"enc_self":[0,1],"dec_self":[1,0],"enc_dec":[1,1]})", 21.25,
+                 800);
+  // lambda-0.1 was retrained from scratch (best dev BLEU 23.5); lambda-0.5's retraining runs.
+  fs::create_directories(out / "lambda-0.1" / "scratch");
+  io::write_file_atomic(out / "lambda-0.1" / "scratch" / "summary.json", "{}");
+  io::write_file_atomic(out / "lambda-0.1" / "scratch" / "metrics.jsonl",
+                        R"({"event":"eval","step":10,"dev_bleu":23.5,"dev_chrf":43.0}
+{"event":"eval","step":20,"dev_bleu":22.0,"dev_chrf":42.0}
+)");
+
+  sweep::ReportOptions o;
+  o.dir = out;
+  const auto r = sweep::write_report(o);
+  ASSERT_EQ(r.rows.size(), 4u);
+  EXPECT_EQ(r.rows[0].name, "baseline");
+  EXPECT_DOUBLE_EQ(*r.rows[0].bleu, 25.5);  // the best eval, and its chrF
+  EXPECT_DOUBLE_EQ(*r.rows[0].chrf, 45.5);
+  EXPECT_EQ(*r.rows[0].heads, (std::vector<int64_t>{4, 4, 4}));
+  EXPECT_EQ(*r.rows[0].parameters, 1000);
+  EXPECT_EQ(*r.rows[1].heads, (std::vector<int64_t>{2, 4, 3}));
+  EXPECT_DOUBLE_EQ(*r.rows[1].delta, -0.5);
+  EXPECT_DOUBLE_EQ(*r.rows[1].bleu_scratch, 23.5);
+  EXPECT_DOUBLE_EQ(*r.rows[1].chrf, 44.25);
+  EXPECT_DOUBLE_EQ(*r.rows[2].delta, 21.25 - 25.5);
+  EXPECT_FALSE(r.rows[2].bleu_scratch.has_value());
+  EXPECT_EQ(r.rows[2].scratch_state, "pending");
+  EXPECT_EQ(r.rows[3].state, "pending");
+  EXPECT_FALSE(r.rows[3].bleu.has_value());
+
+  const auto csv = io::read_lines(out / "results.csv");
+  ASSERT_EQ(csv.size(), 5u);
+  EXPECT_EQ(csv[0],
+            "run,state,prune.lambda,heads_e_d_de,heads_total,parameters,bleu,bleu_scratch,"
+            "scratch_state,chrf,bleu_change,sentences_per_s");
+  EXPECT_EQ(csv[1], "baseline,done,,4/4/4,12,1000,25.50,,,45.50,,");
+  EXPECT_EQ(csv[2], "lambda-0.1,done,0.1,2/4/3,9,900,25.00,23.50,done,44.25,-0.50,");
+  EXPECT_EQ(csv[4], "lambda-1,pending,1,,,,,,pending,,,");
+  const auto md = io::read_file(out / "results.md");
+  EXPECT_NE(md.find("| lambda-1 (pending) | 1 | (pending) |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| lambda-0.5 | 0.5 | 1/1/2 | 4 | 800 | 21.25 | (pending) | 44.25 | -4.25 |"),
+            std::string::npos)
+      << md;
+  if (std::system("command -v gnuplot >/dev/null 2>&1") == 0) {
+    EXPECT_TRUE(fs::exists(out / "plots" / "bleu_vs_heads.png"));
+    EXPECT_TRUE(fs::exists(out / "plots" / "removal_lambda-0.1.png"));
+    EXPECT_GT(fs::file_size(out / "plots" / "bleu_vs_heads.png"), 1000u);
+  }
+  // Not a sweep folder: a clear error.
+  o.dir = dir / "nothing";
+  EXPECT_NE(error_of([&] { sweep::write_report(o); }).find("no sweep.json"), std::string::npos);
+}
+
+// End to end: a tiny baseline, a prune sweep of two lambdas with from-scratch retraining, and the
+// report over it.
+TEST(Sweep, PruneSweepWithRetrainingAndReport) {
+  TempDir dir;
+  const auto base_cfg = tiny_base(dir, 60);
+  const fs::path base = dir / "base";
+  ASSERT_EQ(std::system(fmt::format("{} train {} --out {} >/dev/null 2>&1", HEADCOUNT_BINARY,
+                                    base_cfg.string(), base.string())
+                            .c_str()),
+            0);
+  const auto file = write_sweep(dir, "s.yaml",
+                                fmt::format(R"(command: prune
+configs: [{0}]
+set: {{prune.init_from: {1}/checkpoints/last, train.max_steps: 60, train.eval_every: 20,
+      train.lr: 0.001, train.warmup_steps: 10, prune.gate_lr: 0.1}}
+grid:
+  prune.lambda: [0.0, 100.0]
+baseline: {1}
+retrain:
+  configs: [{0}]
+  set: {{train.max_steps: 10, train.eval_every: 10}}
+)",
+                                            base_cfg.string(), base.string()));
+  const auto spec = sweep::load_sweep(file);
+  sweep::SweepOptions o;
+  o.out = dir / "out";
+  o.executable = HEADCOUNT_BINARY;
+  o.workers = 2;
+  o.cores = 2;
+  const auto r = sweep::run_sweep(spec, o);
+  EXPECT_EQ(r.failed, 0);
+  EXPECT_EQ(r.done, 4);  // two prune runs, two retrainings
+  for (const char* run : {"lambda-0.0", "lambda-100.0"}) {
+    EXPECT_EQ(sweep::run_state(o.out / run / "scratch"), sweep::RunState::kDone) << run;
+  }
+  sweep::ReportOptions ro;
+  ro.dir = o.out;
+  ro.executable = HEADCOUNT_BINARY;
+  ro.plots = false;
+  const auto rep = sweep::write_report(ro);
+  ASSERT_EQ(rep.rows.size(), 3u);
+  EXPECT_EQ(*rep.rows[0].heads, (std::vector<int64_t>{2, 2, 2}));
+  EXPECT_EQ(*rep.rows[1].heads, (std::vector<int64_t>{2, 2, 2}));  // lambda 0 keeps every head
+  EXPECT_EQ(*rep.rows[2].heads, (std::vector<int64_t>{0, 0, 0}));  // lambda 100 removes them all
+  EXPECT_TRUE(rep.rows[1].bleu_scratch.has_value());
+  EXPECT_LT(*rep.rows[2].parameters, *rep.rows[1].parameters);
+  // The retrained architecture is the pruned one.
+  const auto arch = nlohmann::json::parse(io::read_file(
+      o.out / "lambda-100.0" / "scratch" / "checkpoints" / "last" / "architecture.json"));
+  EXPECT_EQ(arch["heads_e_d_de"], "0/0/0");
+  // Evaluating on a split goes through `headcount eval` and is cached in the run folders.
+  ro.split = "dev";
+  const auto rep2 = sweep::write_report(ro);
+  EXPECT_TRUE(fs::exists(o.out / "lambda-0.0" / "eval-dev.json"));
+  EXPECT_TRUE(rep2.rows[1].sentences_per_s.has_value());
+  EXPECT_TRUE(rep2.rows[2].bleu_scratch.has_value());
+}
+
+}  // namespace
+}  // namespace headcount
