@@ -11,6 +11,7 @@ void add_prune_command(CLI::App& app) {
   struct Args {
     ConfigArgs config;
     std::string out;
+    int dist_timeout = 300;
   };
   auto a = std::make_shared<Args>();
   auto* cmd = app.add_subcommand("prune",
@@ -19,6 +20,9 @@ void add_prune_command(CLI::App& app) {
                                  "target head count; writes gates.jsonl, head_removal.csv and the "
                                  "pruned checkpoint RUN/pruned");
   add_config_args(cmd, a->config);
+  cmd->add_option("--dist-timeout", a->dist_timeout,
+                  "Seconds to wait for the other processes (rendezvous, each all-reduce)")
+      ->capture_default_str();
   cmd->add_option("--out", a->out, "Run folder (the same command resumes it)")->required();
   cmd->callback([a] {
     Config config;
@@ -29,6 +33,7 @@ void add_prune_command(CLI::App& app) {
     train::TrainOptions o;
     o.run_dir = a->out;
     o.init_from = config.prune.init_from;
+    setup_distributed(config, o, a->dist_timeout);
     train::check_run_folder(config, o.run_dir);
     std::filesystem::create_directories(o.run_dir);
     prune::PruneTrainer trainer(config, o);

@@ -9,6 +9,7 @@ void add_train_command(CLI::App& app) {
   struct Args {
     ConfigArgs config;
     std::string out;
+    int dist_timeout = 300;
     std::string architecture_from;
     bool resume = false;
   };
@@ -18,6 +19,9 @@ void add_train_command(CLI::App& app) {
       "Train a Transformer (RUN/checkpoints/{last,best,step-N}, RUN/metrics.jsonl); the same "
       "command on an existing RUN resumes it");
   add_config_args(cmd, a->config);
+  cmd->add_option("--dist-timeout", a->dist_timeout,
+                  "Seconds to wait for the other processes (rendezvous, each all-reduce)")
+      ->capture_default_str();
   cmd->add_option("--out", a->out, "Run folder")->required();
   cmd->add_option("--architecture-from", a->architecture_from,
                   "Train this checkpoint's architecture (e.g. a pruned one) from scratch")
@@ -32,6 +36,7 @@ void add_train_command(CLI::App& app) {
     std::error_code ec;
     HC_CHECK(!a->resume || std::filesystem::exists(o.run_dir / "checkpoints" / "last", ec),
              "--resume: {} has no checkpoint to resume from", a->out);
+    setup_distributed(config, o, a->dist_timeout);
     train::train_command(config, o);
   });
 }

@@ -7,8 +7,13 @@
 #include <vector>
 
 #include "headcount/common/config.h"
+#include "headcount/train/trainer.h"
 
 namespace headcount::cli {
+
+// The arguments after a bare "--" (the command `headcount launch` runs); main() removes them
+// before the command line is parsed.
+std::vector<std::string>& args_after_dash_dash();
 
 struct CommandSpec {
   const char* name;
@@ -27,6 +32,7 @@ void add_prune_command(CLI::App& app);
 void add_export_pruned_command(CLI::App& app);
 void add_sweep_command(CLI::App& app);
 void add_report_command(CLI::App& app);
+void add_launch_command(CLI::App& app);
 
 // Config files, --set overrides and --dump-config, shared by every command that takes a config.
 struct ConfigArgs {
@@ -39,5 +45,8 @@ void add_config_args(CLI::App* cmd, ConfigArgs& args, bool positional = true);
 bool resolve_config(const ConfigArgs& args, Config* config);
 // Applies threads.* and checks the BLAS: call before any tensor work.
 void setup_runtime(const Config& config);
+// Joins the process group when started as one of several processes (torchrun / srun /
+// headcount launch environment); does nothing for one process.
+void setup_distributed(const Config& config, train::TrainOptions& o, int timeout_s);
 
 }  // namespace headcount::cli

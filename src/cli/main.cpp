@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 
 #include "commands.h"
 #include "headcount/common/check.h"
@@ -22,6 +23,7 @@ const CommandSpec kCommands[] = {
     {"export-pruned", add_export_pruned_command},
     {"sweep", add_sweep_command},
     {"report", add_report_command},
+    {"launch", add_launch_command},
     {"translate", add_translate_command},
     {"eval", add_eval_command},
     {"bleu", add_bleu_command},
@@ -29,6 +31,11 @@ const CommandSpec kCommands[] = {
     {"bench", add_bench_command},
     // clang-format on
 };
+
+std::vector<std::string>& args_after_dash_dash() {
+  static std::vector<std::string> args;
+  return args;
+}
 
 }  // namespace headcount::cli
 
@@ -48,6 +55,13 @@ int main(int argc, char** argv) {
     if (quiet) log::set_level(log::Level::kWarn);
   });
   for (const auto& spec : cli::kCommands) spec.add(app);
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--") {
+      cli::args_after_dash_dash().assign(argv + i + 1, argv + argc);
+      argc = i;
+      break;
+    }
+  }
 
   const bool debug = std::getenv("HEADCOUNT_DEBUG") != nullptr;
   try {

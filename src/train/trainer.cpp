@@ -51,6 +51,15 @@ extern "C" void request_stop(int) {
 
 using log::duration;
 
+// Seeds LibTorch's generator for one training batch from (seed, epoch, batch position).
+void seed_batch(uint64_t seed, int64_t epoch, int64_t pos) {
+  uint64_t z = seed * 0x9E3779B97F4A7C15ULL + static_cast<uint64_t>(epoch) * 0xBF58476D1CE4E5B9ULL +
+               static_cast<uint64_t>(pos) * 0x94D049BB133111EBULL;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  torch::manual_seed(z ^ (z >> 31));
+}
+
 using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
@@ -83,7 +92,10 @@ Trainer::Trainer(Config config, TrainOptions options)
 
 void Trainer::init() {
   if (ready_) return;
+  // Rank 0 prepares the corpus and the vocabulary first; the others then find them made.
+  if (options_.comm && options_.rank != 0) options_.comm->barrier();
   prepare();
+  if (options_.comm && options_.rank == 0) options_.comm->barrier();
   on_model_ready();
   const auto& t = config_.train;
   optimizer_ = std::make_unique<torch::optim::Adam>(parameter_groups(),
@@ -285,6 +297,11 @@ TrainSummary Trainer::run() {
       config_.model.tie_embeddings ? "tied embeddings" : "untied embeddings", batches_.size(),
       epoch_tokens, device_.str());
 
+  if (options_.comm) {
+    // Every rank starts from rank 0's parameters (they agree already: same seed or checkpoint).
+    torch::NoGradGuard no_grad;
+    for (auto& p : trainable_parameters()) options_.comm->broadcast(p, 0);
+  }
   g_stop_requested = false;
   if (options_.rank == 0) {
     std::error_code ec;  // a finished run extended (more steps) is not finished any more
@@ -362,10 +379,16 @@ TrainSummary Trainer::run() {
       optimizer_->zero_grad();
       int64_t tokens = 0;
       double loss_sum = 0, nll_sum = 0;
-      for (int k = 0;
-           k < t.update_freq && state_.batch_in_epoch < static_cast<int64_t>(order.size()); ++k) {
+      // One optimizer step takes update_freq batches per process; process r takes the batches
+      // at positions r, r + world, ... of the step's share of the epoch.
+      const int64_t step_batches = static_cast<int64_t>(t.update_freq) * options_.world_size;
+      for (int64_t k = 0;
+           k < step_batches && state_.batch_in_epoch < static_cast<int64_t>(order.size()); ++k) {
         const int64_t pos = state_.batch_in_epoch++;
         if (pos % options_.world_size != options_.rank) continue;
+        // Dropout and gate noise are a function of (seed, epoch, batch): the same whatever the
+        // number of processes, and across a resume.
+        seed_batch(static_cast<uint64_t>(config_.seed), state_.epoch, pos);
         const Batch b = collate(train_, batches_[order[pos]], device_);
         before_forward(b);
         torch::Tensor logits;
@@ -379,10 +402,28 @@ TrainSummary Trainer::run() {
         loss_sum += ls.loss.item<double>();
         nll_sum += ls.nll.item<double>();
       }
+      bool stop_now = g_stop_requested;
+      if (options_.comm) {
+        // Token counts, loss sums and the stop request, summed over the processes.
+        auto stats =
+            torch::tensor({static_cast<double>(tokens), loss_sum, nll_sum, stop_now ? 1.0 : 0.0},
+                          torch::kFloat64);
+        std::vector<torch::Tensor> v = {stats};
+        options_.comm->allreduce_sum(v);
+        tokens = static_cast<int64_t>(stats[0].item<double>());
+        loss_sum = stats[1].item<double>();
+        nll_sum = stats[2].item<double>();
+        stop_now = stats[3].item<double>() > 0;
+        if (stop_now) g_stop_requested = true;
+      }
       if (tokens == 0) continue;
       // Gradients hold sums over tokens; the objective is the per-token mean (+ extra terms).
       if (auto extra = extra_loss(state_.step); extra.defined()) {
-        (extra * static_cast<double>(tokens)).backward();
+        // Each process adds its share: the sum over processes is extra x all tokens.
+        (extra * (static_cast<double>(tokens) / options_.world_size)).backward();
+      }
+      if (options_.comm) {
+        allreduce_bytes_ = dist::allreduce_gradients(*options_.comm, params);
       }
       for (auto& p : params) {
         if (p.grad().defined()) p.grad().div_(static_cast<double>(tokens));
@@ -427,14 +468,19 @@ TrainSummary Trainer::run() {
           log::info("{}", line);
         }
         if (log_now) {
-          log_metrics({{"event", "train"},
-                       {"step", state_.step},
-                       {"epoch", state_.epoch + 1},
-                       {"loss", window_loss / std::max<int64_t>(window_tokens, 1)},
-                       {"nll", window_nll / std::max<int64_t>(window_tokens, 1)},
-                       {"lr", lr},
-                       {"tgt_tokens_per_s", rate},
-                       {"elapsed_s", elapsed_before + since(session_start)}});
+          nlohmann::json rec = {{"event", "train"},
+                                {"step", state_.step},
+                                {"epoch", state_.epoch + 1},
+                                {"loss", window_loss / std::max<int64_t>(window_tokens, 1)},
+                                {"nll", window_nll / std::max<int64_t>(window_tokens, 1)},
+                                {"lr", lr},
+                                {"tgt_tokens_per_s", rate},
+                                {"elapsed_s", elapsed_before + since(session_start)}};
+          if (options_.comm) {
+            rec["world_size"] = options_.world_size;
+            rec["allreduce_bytes_per_step"] = allreduce_bytes_;
+          }
+          log_metrics(rec);
           window_start = Clock::now();
           window_loss = window_nll = 0;
           window_tokens = window_steps = 0;
@@ -454,7 +500,7 @@ TrainSummary Trainer::run() {
         done = true;
         break;
       }
-      if (g_stop_requested) {
+      if (stop_now) {
         summary.interrupted = true;
         done = true;
         break;
@@ -474,6 +520,26 @@ TrainSummary Trainer::run() {
               (ckpt_dir / "last").string());
   } else {
     if (state_.step != last_saved_step || !fs::exists(ckpt_dir / "last", ec)) evaluate_and_save();
+    int64_t differing = 0;
+    if (options_.comm) {
+      // Data-parallel runs end by checking that every process holds rank 0's parameters.
+      torch::NoGradGuard no_grad;
+      for (auto& p : trainable_parameters()) {
+        auto mine = p.detach().clone();
+        auto theirs = p.detach().clone();
+        options_.comm->broadcast(theirs, 0);
+        differing += mine.ne(theirs).sum().item<int64_t>();
+      }
+      auto count = torch::tensor({static_cast<double>(differing)}, torch::kFloat64);
+      std::vector<torch::Tensor> v = {count};
+      options_.comm->allreduce_sum(v);
+      differing = static_cast<int64_t>(count.item<double>());
+      if (differing == 0) {
+        log::info("parameters identical on all {} processes", options_.world_size);
+      } else {
+        log::warn("{} parameter values differ between the processes", differing);
+      }
+    }
     if (options_.rank == 0) {
       on_finish();
       // Written last: its presence means the run is complete (sweeps skip such runs).
@@ -487,6 +553,10 @@ TrainSummary Trainer::run() {
            config_.train.best_metric == "bleu" ? state_.best_score : -state_.best_score},
           {"train_seconds", seconds},
           {"target_tokens_per_s", seconds > 0 ? state_.target_tokens / seconds : 0.0}};
+      if (options_.comm) {
+        done["world_size"] = options_.world_size;
+        done["parameters_identical_across_processes"] = differing == 0;
+      }
       io::write_file_atomic(options_.run_dir / "summary.json", done.dump(2) + "\n");
     }
   }

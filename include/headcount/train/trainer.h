@@ -22,6 +22,7 @@
 #include "headcount/common/config.h"
 #include "headcount/data/corpus.h"
 #include "headcount/data/vocab.h"
+#include "headcount/dist/distributed.h"
 #include "headcount/model/transformer.h"
 #include "headcount/train/batching.h"
 #include "headcount/train/checkpoint.h"
@@ -38,6 +39,9 @@ struct TrainOptions {
   std::optional<fs::path> init_from;
   int rank = 0;        // this process
   int world_size = 1;  // processes
+  // Data-parallel training: gradients are summed across the group before each optimizer step
+  // (null: one process).
+  std::shared_ptr<dist::Communicator> comm;
 };
 
 struct TrainSummary {
@@ -128,6 +132,7 @@ class Trainer {
   TrainState state_;
   bool use_bf16_ = false;
   bool ready_ = false;
+  int64_t allreduce_bytes_ = 0;  // sent by this process in the last step's gradient all-reduce
 };
 
 // Before resuming `run_dir`: refuses a config whose model, data, vocabulary, seed or pruning

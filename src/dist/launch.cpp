@@ -1,0 +1,213 @@
+#include "headcount/dist/launch.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <string>
+
+#include "headcount/common/check.h"
+#include "headcount/common/runtime.h"
+#include "headcount/dist/distributed.h"
+
+namespace headcount::dist {
+namespace {
+
+volatile std::sig_atomic_t g_launch_stop = 0;
+void on_launch_signal(int) {
+  g_launch_stop = 1;
+}
+
+struct Child {
+  pid_t pid = -1;
+  int fd = -1;  // read end of its stdout + stderr
+  std::string pending;
+  bool running = true;
+  int code = 0;
+};
+
+void emit(int rank, const std::string& line) {
+  std::fprintf(stderr, "[rank %d] %s\n", rank, line.c_str());
+  std::fflush(stderr);
+}
+
+// Prints the complete lines of a child's output ('\r' ends a progress line).
+void drain(Child& c, int rank, bool flush_all) {
+  size_t start = 0;
+  for (size_t i = 0; i < c.pending.size(); ++i) {
+    if (c.pending[i] == '\n' || c.pending[i] == '\r') {
+      if (i > start) emit(rank, c.pending.substr(start, i - start));
+      start = i + 1;
+    }
+  }
+  c.pending.erase(0, start);
+  if (flush_all && !c.pending.empty()) {
+    emit(rank, c.pending);
+    c.pending.clear();
+  }
+}
+
+}  // namespace
+
+int launch(const LaunchOptions& o) {
+  HC_CHECK(o.nproc >= 1, "--nproc must be at least 1");
+  HC_CHECK(!o.args.empty(),
+           "launch: give the headcount command to run after --, e.g. "
+           "headcount launch --nproc 2 -- train CONFIG --out RUN");
+  const int port = free_port();
+  const int cores = o.cores > 0 ? o.cores : runtime::num_cores();
+  const int share = std::max(1, cores / o.nproc);
+  std::vector<Child> children(o.nproc);
+
+  g_launch_stop = 0;
+  struct sigaction sa {};
+  sa.sa_handler = on_launch_signal;
+  sigemptyset(&sa.sa_mask);
+  struct sigaction old_int {
+  }, old_term{};
+  sigaction(SIGINT, &sa, &old_int);
+  sigaction(SIGTERM, &sa, &old_term);
+
+  std::fprintf(stderr,
+               "[launch] %d processes, MASTER_ADDR=127.0.0.1 MASTER_PORT=%d, %d core(s) "
+               "each\n",
+               o.nproc, port, share);
+  for (int r = 0; r < o.nproc; ++r) {
+    int fds[2];
+    HC_CHECK(pipe(fds) == 0, "launch: cannot create a pipe");
+    std::fflush(nullptr);
+    const pid_t pid = fork();
+    HC_CHECK(pid >= 0, "launch: cannot start process {}", r);
+    if (pid == 0) {
+      setpgid(0, 0);  // its own group: stopping it stops what it started too
+      dup2(fds[1], STDOUT_FILENO);
+      dup2(fds[1], STDERR_FILENO);
+      ::close(fds[0]);
+      ::close(fds[1]);
+      setenv("RANK", std::to_string(r).c_str(), 1);
+      setenv("LOCAL_RANK", std::to_string(r).c_str(), 1);
+      setenv("WORLD_SIZE", std::to_string(o.nproc).c_str(), 1);
+      setenv("LOCAL_WORLD_SIZE", std::to_string(o.nproc).c_str(), 1);
+      setenv("MASTER_ADDR", "127.0.0.1", 1);
+      setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+      setenv("HEADCOUNT_NUM_CORES", std::to_string(share).c_str(), 1);
+      signal(SIGINT, SIG_DFL);
+      signal(SIGTERM, SIG_DFL);
+      std::vector<std::string> argv_s = {o.executable.string()};
+      argv_s.insert(argv_s.end(), o.args.begin(), o.args.end());
+      std::vector<char*> argv;
+      for (auto& a : argv_s) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      execv(argv[0], argv.data());
+      std::fprintf(stderr, "cannot run %s\n", argv[0]);
+      _exit(127);
+    }
+    ::close(fds[1]);
+    setpgid(pid, pid);
+    children[r].pid = pid;
+    children[r].fd = fds[0];
+  }
+
+  int first_failure = 0;
+  bool stopping = false;
+  auto stop_all = [&](const std::string& why) {
+    if (stopping) return;
+    stopping = true;
+    std::fprintf(stderr, "[launch] %s; stopping the other processes\n", why.c_str());
+    for (auto& c : children)
+      if (c.running) kill(-c.pid, SIGTERM);
+  };
+  auto stop_time = std::chrono::steady_clock::time_point::max();
+  bool killed = false;
+  while (true) {
+    // Output.
+    std::vector<pollfd> pfds;
+    std::vector<int> ranks;
+    for (int r = 0; r < o.nproc; ++r) {
+      if (children[r].fd >= 0) {
+        pfds.push_back({children[r].fd, POLLIN, 0});
+        ranks.push_back(r);
+      }
+    }
+    if (!pfds.empty()) poll(pfds.data(), pfds.size(), 200);
+    for (size_t i = 0; i < pfds.size(); ++i) {
+      if (!(pfds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      Child& c = children[ranks[i]];
+      char buf[4096];
+      const ssize_t n = read(c.fd, buf, sizeof buf);
+      if (n > 0) {
+        c.pending.append(buf, static_cast<size_t>(n));
+        drain(c, ranks[i], false);
+      } else if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN)) {
+        drain(c, ranks[i], true);
+        ::close(c.fd);
+        c.fd = -1;
+      }
+    }
+    // Exits.
+    bool any_running = false;
+    for (int r = 0; r < o.nproc; ++r) {
+      Child& c = children[r];
+      if (!c.running) continue;
+      int status = 0;
+      const pid_t got = waitpid(c.pid, &status, WNOHANG);
+      if (got == c.pid) {
+        c.running = false;
+        c.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        if (c.code != 0 && !stopping) {
+          first_failure = c.code;
+          stop_all(WIFEXITED(status)
+                       ? "rank " + std::to_string(r) + " exited with code " + std::to_string(c.code)
+                       : "rank " + std::to_string(r) + " was killed by signal " +
+                             std::to_string(WTERMSIG(status)));
+          stop_time = std::chrono::steady_clock::now();
+        }
+      } else {
+        any_running = true;
+      }
+    }
+    if (g_launch_stop && !stopping) {
+      stop_all("interrupted");
+      stop_time = std::chrono::steady_clock::now();
+    }
+    if (!any_running) {
+      // Every process has exited: print what is left in the pipes (without waiting for
+      // anything they may have left running to close them) and stop.
+      for (int r = 0; r < o.nproc; ++r) {
+        Child& c = children[r];
+        if (c.fd < 0) continue;
+        fcntl(c.fd, F_SETFL, O_NONBLOCK);
+        char buf[4096];
+        ssize_t n;
+        while ((n = read(c.fd, buf, sizeof buf)) > 0) c.pending.append(buf, static_cast<size_t>(n));
+        drain(c, r, true);
+        ::close(c.fd);
+        c.fd = -1;
+      }
+      for (auto& c : children) kill(-c.pid, SIGKILL);  // anything a process left behind
+      break;
+    }
+    if (stopping && !killed && any_running &&
+        std::chrono::steady_clock::now() - stop_time >
+            std::chrono::duration<double>(o.grace_seconds)) {
+      std::fprintf(stderr, "[launch] processes still running %.0f s after SIGTERM: killing them\n",
+                   o.grace_seconds);
+      for (auto& c : children)
+        if (c.running) kill(-c.pid, SIGKILL);
+      killed = true;
+    }
+  }
+  sigaction(SIGINT, &old_int, nullptr);
+  sigaction(SIGTERM, &old_term, nullptr);
+  if (first_failure == 0)
+    for (const auto& c : children)
+      if (c.code != 0) return c.code;
+  return first_failure;
+}
+
+}  // namespace headcount::dist
