@@ -244,5 +244,23 @@ TEST(Distributed, APeerKilledMidRunStopsTheOtherWithAClearError) {
   EXPECT_NE(log.find("a peer stopped or cannot be reached"), std::string::npos) << log;
 }
 
+// Nobody serves the rendezvous: a clear error after the timeout, not a hang.
+TEST(Distributed, RendezvousWithoutPeersFailsClearly) {
+  TempDir dir;
+  const auto cfg = tiny_dist_config(dir, 4);
+  const std::string cmd = fmt::format(
+      "RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT={} {} train {} --dist-timeout 3 "
+      "--out {} 2>&1",
+      dist::free_port(), HEADCOUNT_BINARY, cfg.string(), (dir / "run").string());
+  const auto t0 = std::chrono::steady_clock::now();
+  FILE* p = popen(cmd.c_str(), "r");
+  std::string text;
+  char buf[512];
+  while (fgets(buf, sizeof buf, p)) text += buf;
+  EXPECT_NE(pclose(p), 0);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(30));
+  EXPECT_NE(text.find("distributed rendezvous failed (rank 1 of 2"), std::string::npos) << text;
+}
+
 }  // namespace
 }  // namespace headcount

@@ -9,6 +9,7 @@
 
 #include "headcount/common/check.h"
 #include "headcount/common/io.h"
+#include "headcount/dist/distributed.h"
 #include "headcount/sweep/report.h"
 #include "headcount/sweep/sweep.h"
 #include "test_util.h"
@@ -258,6 +259,68 @@ slurm: {{partition: cpu, cpus_per_task: 1, mem: 2G, time: "00:30:00", extra: ["-
   while (fgets(buf, sizeof buf, p)) text += buf;
   EXPECT_NE(pclose(p), 0);
   EXPECT_NE(text.find("sbatch not found"), std::string::npos) << text;
+}
+
+// slurm.ntasks > 1: each array task starts its run as several data-parallel processes with srun
+// (here a fake srun that starts them locally with Slurm's variables, and a fake scontrol).
+TEST(Sweep, SlurmTasksRunEachPointAsSeveralProcesses) {
+  TempDir dir;
+  const auto base = tiny_base(dir, 8);
+  const auto file = write_sweep(dir, "s.yaml",
+                                fmt::format(R"(command: train
+configs: [{}]
+grid: {{seed: [1, 2]}}
+slurm: {{cpus_per_task: 1, ntasks: 2}}
+)",
+                                            base.string()));
+  const auto spec = sweep::load_sweep(file);
+  sweep::SweepOptions o;
+  o.out = dir / "out";
+  o.executable = HEADCOUNT_BINARY;
+  const auto script = sweep::write_slurm_script(spec, o);
+  const std::string s = io::read_file(script);
+  EXPECT_NE(s.find("#SBATCH --ntasks=2\n"), std::string::npos) << s;
+  EXPECT_NE(s.find("export MASTER_ADDR="), std::string::npos) << s;
+  EXPECT_NE(s.find("--srun-tasks 2"), std::string::npos) << s;
+
+  const fs::path bin = dir / "bin";
+  fs::create_directories(bin);
+  io::write_file_atomic(bin / "srun", R"(#!/bin/sh
+n=1
+for a in "$@"; do
+  case "$a" in
+    --ntasks=*) n=${a#--ntasks=}; shift ;;
+    --*) shift ;;
+    *) break ;;
+  esac
+done
+i=0; pids=""
+while [ $i -lt $n ]; do
+  SLURM_PROCID=$i SLURM_NTASKS=$n SLURM_LOCALID=$i "$@" &
+  pids="$pids $!"; i=$((i + 1))
+done
+rc=0
+for p in $pids; do wait $p || rc=$?; done
+exit $rc
+)");
+  io::write_file_atomic(bin / "scontrol", "#!/bin/sh\necho 127.0.0.1\n");
+  chmod((bin / "srun").c_str(), 0755);
+  chmod((bin / "scontrol").c_str(), 0755);
+  // MASTER_PORT = 20000 + job id % 20000 + task id: choose a job id that gives a free port.
+  int port = 0;
+  for (int i = 0; i < 200 && (port < 20001 || port >= 40000); ++i) port = dist::free_port();
+  ASSERT_TRUE(port >= 20001 && port < 40000);
+  const std::string task = fmt::format(
+      "PATH={}:$PATH SLURM_JOB_NODELIST=node1 SLURM_ARRAY_JOB_ID={} SLURM_ARRAY_TASK_ID=1 "
+      "SLURM_CPUS_PER_TASK=1 bash {} > {} 2>&1",
+      bin.string(), port - 20000 - 1, script.string(), (dir / "task.txt").string());
+  ASSERT_EQ(std::system(task.c_str()), 0) << io::read_file(dir / "task.txt");
+  EXPECT_EQ(sweep::run_state(o.out / "seed-2"), sweep::RunState::kDone)
+      << io::read_file(o.out / "seed-2" / "log.txt");
+  const auto summary = nlohmann::json::parse(io::read_file(o.out / "seed-2" / "summary.json"));
+  EXPECT_EQ(summary["world_size"], 2);
+  EXPECT_EQ(summary["parameters_identical_across_processes"], true);
+  EXPECT_EQ(sweep::run_state(o.out / "seed-1"), sweep::RunState::kPending);
 }
 
 // The report on a hand-made sweep folder: a baseline, a finished prune run with its retraining,

@@ -35,6 +35,7 @@ void add_sweep_command(CLI::App& app) {
     bool status = false;
     std::string launcher = "local";
     bool submit = false;
+    int srun_tasks = 0;
   };
   auto a = std::make_shared<Args>();
   auto* cmd = app.add_subcommand(
@@ -59,6 +60,10 @@ void add_sweep_command(CLI::App& app) {
   cmd->add_option("--launcher", a->launcher, "local: run here; slurm: write an sbatch array script")
       ->check(CLI::IsMember({"local", "slurm"}))
       ->capture_default_str();
+  cmd->add_option("--srun-tasks", a->srun_tasks,
+                  "Start each run as N data-parallel processes with srun (inside a Slurm job; "
+                  "the sweep's sbatch script sets it from slurm.ntasks)")
+      ->check(CLI::Range(0, 4096));
   cmd->add_flag("--submit", a->submit, "With --launcher slurm: also submit it with sbatch");
   cmd->callback([a] {
     const auto spec = sweep::load_sweep(a->file);
@@ -68,6 +73,7 @@ void add_sweep_command(CLI::App& app) {
     o.workers = a->workers;
     o.cores = a->cores;
     o.only = a->only;
+    o.srun_tasks = a->srun_tasks;
     if (a->dry_run || a->status) {
       if (a->dry_run) {
         const int blas = std::max(

@@ -33,6 +33,7 @@ void add_export_pruned_command(CLI::App& app);
 void add_sweep_command(CLI::App& app);
 void add_report_command(CLI::App& app);
 void add_launch_command(CLI::App& app);
+void add_analyze_command(CLI::App& app);
 
 // Config files, --set overrides and --dump-config, shared by every command that takes a config.
 struct ConfigArgs {

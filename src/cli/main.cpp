@@ -23,6 +23,7 @@ const CommandSpec kCommands[] = {
     {"export-pruned", add_export_pruned_command},
     {"sweep", add_sweep_command},
     {"report", add_report_command},
+    {"analyze", add_analyze_command},
     {"launch", add_launch_command},
     {"translate", add_translate_command},
     {"eval", add_eval_command},

@@ -81,9 +81,11 @@ torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& query,
   weights = model::dropout(weights, dropout_, is_training());
   auto heads = torch::matmul(weights, v);  // [B, H, T, Dh]
   if (head_scale_.defined()) {
-    // [H] -> [1, H, 1, 1]; [B, H] -> [B, H, 1, 1]
-    auto s =
-        head_scale_.dim() == 1 ? head_scale_.view({1, H, 1, 1}) : head_scale_.view({B, H, 1, 1});
+    // [H] -> [1, H, 1, 1]; [B, H] -> [B, H, 1, 1]; [B, T, H] (one multiplier per query token,
+    // for per-token importance scores) -> [B, H, T, 1]
+    auto s = head_scale_.dim() == 1   ? head_scale_.view({1, H, 1, 1})
+             : head_scale_.dim() == 2 ? head_scale_.view({B, H, 1, 1})
+                                      : head_scale_.permute({0, 2, 1}).unsqueeze(-1);
     heads = heads * s;
   }
   if (record_) last_head_outputs_ = heads.detach();

@@ -186,7 +186,7 @@ std::vector<fs::path> write_plots(const Report& r, const fs::path& dir,
   }
   io::write_file_atomic(pd / "bleu_vs_heads.dat", dat);
   std::string gp;
-  gp += "set terminal pngcairo size 900,600 font ',11'\n";
+  gp += "set terminal pngcairo noenhanced size 900,600 font ',11'\n";
   gp += fmt::format("set output {}\n", gp_quote(pd / "bleu_vs_heads.png"));
   gp += "set datafile missing 'NaN'\nset grid\nset key bottom right\n";
   gp += "set xlabel 'attention heads kept (encoder + decoder + decoder-encoder)'\n";
@@ -216,7 +216,8 @@ std::vector<fs::path> write_plots(const Report& r, const fs::path& dir,
     if (!g || g->grid.empty()) continue;
     const double kept = g->last_step * 1.1 + 1;
     std::string s;
-    s += fmt::format("set terminal pngcairo size {},420 font ',10'\n", 380 * g->grid.size());
+    s += fmt::format("set terminal pngcairo noenhanced size {},420 font ',10'\n",
+                     380 * g->grid.size());
     s += fmt::format("set output {}\n", gp_quote(pd / fmt::format("removal_{}.png", row.name)));
     s += fmt::format(
         "set multiplot layout 1,{} title 'Heads removed in {} (colour: removal step; "
@@ -226,8 +227,11 @@ std::vector<fs::path> write_plots(const Report& r, const fs::path& dir,
         "set cbrange [0:{}]\nset palette defined (0 'black', 0.5 'red', {} "
         "'orange', {} 'yellow')\n",
         kept, g->last_step / kept * 0.999, 1.0);
-    s += "set xlabel 'head'\nset ylabel 'layer'\nset tics out\nunset key\n";
-    for (const auto& [type, rows] : g->grid) {
+    s += "set xlabel 'head'\nset ylabel 'layer'\nset tics out\nset xtics 1\nset ytics 1\n"
+         "unset key\n";
+    for (const char* type : kTypes) {
+      if (!g->grid.count(type)) continue;
+      const auto& rows = g->grid.at(type);
       const fs::path f = pd / fmt::format("removal_{}_{}.dat", row.name, type);
       std::string m;
       for (const auto& layer : rows) {

@@ -330,8 +330,7 @@ SweepSpec load_sweep(const fs::path& file) {
     }
     HC_CHECK(spec.slurm.cpus_per_task >= 1, "{}: slurm: cpus_per_task must be at least 1",
              where(file, s));
-    HC_CHECK(spec.slurm.ntasks == 1, "{}: slurm: ntasks: only 1 process per run is supported",
-             where(file, s));
+    HC_CHECK(spec.slurm.ntasks >= 1, "{}: slurm: ntasks must be at least 1", where(file, s));
   }
   return spec;
 }
@@ -459,9 +458,10 @@ void write_manifest(const SweepSpec& spec, const fs::path& out) {
   io::write_file_atomic(out / "sweep.json", j.dump(2) + "\n");
 }
 
-pid_t spawn(const fs::path& executable, const std::vector<std::string>& args, const fs::path& log) {
+pid_t spawn(const fs::path& executable, const std::vector<std::string>& args, const fs::path& log,
+            const std::vector<std::string>& prefix = {}) {
   const std::string log_path = log.string();
-  std::vector<std::string> argv_s;
+  std::vector<std::string> argv_s = prefix;
   argv_s.push_back(executable.string());
   argv_s.insert(argv_s.end(), args.begin(), args.end());
   std::vector<char*> argv;
@@ -481,14 +481,14 @@ pid_t spawn(const fs::path& executable, const std::vector<std::string>& args, co
     if (null_in >= 0) dup2(null_in, STDIN_FILENO);
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
-    execv(argv[0], argv.data());
+    execvp(argv[0], argv.data());
     std::fprintf(stderr, "headcount sweep: cannot run %s\n", argv[0]);
     _exit(127);
   }
   return pid;
 }
 
-pid_t start_job(const Job& job, const fs::path& executable) {
+pid_t start_job(const Job& job, const fs::path& executable, int srun_tasks) {
   fs::create_directories(job.dir);
   std::error_code ec;
   fs::remove(exit_file(job.dir), ec);
@@ -499,7 +499,12 @@ pid_t start_job(const Job& job, const fs::path& executable) {
     std::strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", std::localtime(&now));
     log << "=== headcount sweep: " << job.name << " started " << when << " ===\n";
   }
-  return spawn(executable, job.args, job.dir / "log.txt");
+  std::vector<std::string> prefix;
+  if (srun_tasks > 1) {
+    // Several processes per run (data-parallel): Slurm starts them inside the allocation.
+    prefix = {"srun", fmt::format("--ntasks={}", srun_tasks), "--kill-on-bad-exit=1"};
+  }
+  return spawn(executable, job.args, job.dir / "log.txt", prefix);
 }
 
 }  // namespace
@@ -591,7 +596,7 @@ SweepOutcome run_sweep(const SweepSpec& spec, const SweepOptions& options) {
       Job job = ready.front();
       ready.pop_front();
       const RunState before = run_state(job.dir);
-      const pid_t pid = start_job(job, options.executable);
+      const pid_t pid = start_job(job, options.executable, options.srun_tasks);
       log::info("sweep: {} {} (log: {})",
                 before == RunState::kPending  ? "starting"
                 : before == RunState::kFailed ? "retrying"
@@ -695,11 +700,21 @@ fs::path write_slurm_script(const SweepSpec& spec, const SweepOptions& options) 
   script += "# Each task runs one point (and its retraining from scratch when the sweep asks);\n";
   script +=
       "# a finished run is skipped and an interrupted one resumes, so resubmitting is safe.\n";
+  std::string srun;
+  if (s.ntasks > 1) {
+    script += fmt::format(
+        "# {} processes per run (data-parallel over c10d): the sweep starts each run with srun;\n"
+        "# the first node of the job serves the rendezvous.\n",
+        s.ntasks);
+    script += "export MASTER_ADDR=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -n 1)\n";
+    script += "export MASTER_PORT=$((20000 + SLURM_ARRAY_JOB_ID % 20000 + SLURM_ARRAY_TASK_ID))\n";
+    srun = fmt::format(" --srun-tasks {}", s.ntasks);
+  }
   script += fmt::format(
       "exec '{}' sweep '{}' --out '{}' --only \"$SLURM_ARRAY_TASK_ID\" --cores "
-      "\"${{SLURM_CPUS_PER_TASK:-{}}}\"\n",
+      "\"${{SLURM_CPUS_PER_TASK:-{}}}\"{}\n",
       fs::absolute(options.executable).string(), fs::absolute(spec.file).string(), out.string(),
-      s.cpus_per_task);
+      s.cpus_per_task, srun);
   const fs::path path = out / "sweep.sbatch";
   io::write_file_atomic(path, script);
   fs::permissions(path, fs::perms::owner_exec | fs::perms::group_exec | fs::perms::others_exec,

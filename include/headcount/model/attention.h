@@ -39,7 +39,8 @@ class MultiheadAttentionImpl : public torch::nn::Module {
   int64_t d_model() const { return d_model_; }
   bool self_attention() const { return self_attention_; }
 
-  // Multiplies head h's output by scale[h] ([H]) or scale[b, h] ([B, H]); undefined: none.
+  // Multiplies head h's output by scale[h] ([H]), scale[b, h] ([B, H]) or scale[b, t, h]
+  // ([B, T, H], one per query token); undefined: none.
   void set_head_scale(torch::Tensor scale) { head_scale_ = std::move(scale); }
   const torch::Tensor& head_scale() const { return head_scale_; }
   // Keeps the attention weights [B, H, T, S] and head outputs [B, H, T, Dh] (after the head

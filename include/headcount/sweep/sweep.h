@@ -46,7 +46,7 @@ struct SlurmSpec {
   std::string time = "24:00:00";
   std::string mem = "16G";
   int cpus_per_task = 2;
-  int ntasks = 1;                  // processes per run (data-parallel training)
+  int ntasks = 1;                  // processes per run (data-parallel training, started with srun)
   std::vector<std::string> extra;  // further "#SBATCH ..." lines, given without the prefix
 };
 
@@ -101,6 +101,7 @@ struct SweepOptions {
   int cores = 0;               // thread budget to split between workers; 0 = this machine's cores
   std::optional<size_t> only;  // run this point alone (a Slurm array task)
   bool dry_run = false;
+  int srun_tasks = 0;  // > 1: start each run as `srun --ntasks=N headcount ...` (Slurm job)
 };
 
 struct SweepOutcome {

@@ -1,0 +1,280 @@
+#include "headcount/analysis/analyzer.h"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <map>
+
+#include "headcount/common/check.h"
+#include "headcount/common/runtime.h"
+#include "headcount/data/corpus.h"
+#include "headcount/data/vocab.h"
+#include "headcount/decode/search.h"
+#include "headcount/eval/bleu.h"
+#include "headcount/train/batching.h"
+#include "headcount/train/checkpoint.h"
+#include "headcount/train/loss.h"
+#include "headcount/train/trainer.h"
+
+namespace headcount::analysis {
+
+using model::AttentionType;
+
+std::string HeadId::label() const {
+  return fmt::format("{} L{} H{}", model::attention_name(type), layer, head);
+}
+
+struct Analyzer::State {
+  AnalyzeOptions options;
+  train::CheckpointInfo info;
+  torch::Device device{torch::kCPU};
+  model::Transformer model{nullptr};
+  std::unique_ptr<data::Vocab> src_vocab, tgt_vocab;
+  std::vector<train::Example> examples;
+  std::vector<std::string> references;
+  std::vector<HeadId> heads;
+  std::vector<std::vector<int64_t>> batches;  // example indices per teacher-forced batch
+  std::vector<int64_t> src_rank, tgt_rank;    // frequency rank of each subword id
+
+  void clear_scales() {
+    for (auto t : model::kAttentionTypes)
+      for (auto& l : model->attention_layers(t)) l->set_head_scale({});
+  }
+  void set_record(bool on) {
+    for (auto t : model::kAttentionTypes)
+      for (auto& l : model->attention_layers(t)) l->set_record(on);
+  }
+};
+
+namespace {
+
+std::vector<int64_t> frequency_rank(const std::vector<std::string>& lines, const data::Vocab& v) {
+  std::vector<int64_t> count(v.size(), 0);
+  for (const auto& l : lines)
+    for (int id : v.encode(l)) ++count[id];
+  std::vector<int64_t> order(v.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int64_t>(i);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t b) { return count[a] > count[b]; });
+  std::vector<int64_t> rank(v.size());
+  for (size_t r = 0; r < order.size(); ++r) rank[order[r]] = static_cast<int64_t>(r);
+  return rank;
+}
+
+}  // namespace
+
+Analyzer::Analyzer(const AnalyzeOptions& o) : s_(std::make_unique<State>()) {
+  s_->options = o;
+  HC_CHECK(o.split == "dev" || o.split == "test", "split: expected dev or test, got '{}'", o.split);
+  s_->info = train::read_checkpoint_info(o.checkpoint);
+  const Config& c = s_->info.config;
+  runtime::apply_threads(c.threads);
+  s_->device = runtime::resolve_device(c.device);
+  s_->model = train::load_model(s_->info, s_->device);
+  s_->model->eval();
+  s_->src_vocab = std::make_unique<data::Vocab>(data::Vocab::load(s_->info.vocab.src_model));
+  s_->tgt_vocab = std::make_unique<data::Vocab>(data::Vocab::load(s_->info.vocab.tgt_model));
+  const auto corpus = data::load_corpus(c.data);
+  data::ParallelText text = o.split == "dev" ? corpus.dev : corpus.test;
+  if (o.sentences > 0 && static_cast<size_t>(o.sentences) < text.src.size()) {
+    text.src.resize(o.sentences);
+    text.tgt.resize(o.sentences);
+  }
+  s_->references = text.tgt;
+  s_->examples =
+      train::encode_pairs(text, *s_->src_vocab, *s_->tgt_vocab, std::numeric_limits<int>::max());
+  for (size_t i = 0; i < s_->examples.size(); i += o.batch_sentences) {
+    std::vector<int64_t> b;
+    for (size_t j = i; j < std::min(s_->examples.size(), i + o.batch_sentences); ++j)
+      b.push_back(static_cast<int64_t>(j));
+    s_->batches.push_back(b);
+  }
+  s_->src_rank = frequency_rank(corpus.train.src, *s_->src_vocab);
+  s_->tgt_rank = frequency_rank(corpus.train.tgt, *s_->tgt_vocab);
+  const auto& arch = s_->model->architecture();
+  for (auto t : model::kAttentionTypes) {
+    const auto& per_layer = arch.heads(t);
+    for (size_t l = 0; l < per_layer.size(); ++l)
+      for (int64_t h = 0; h < per_layer[l]; ++h)
+        s_->heads.push_back({t, static_cast<int64_t>(l), h});
+  }
+}
+
+Analyzer::~Analyzer() = default;
+
+const std::vector<HeadId>& Analyzer::heads() const {
+  return s_->heads;
+}
+const model::Architecture& Analyzer::architecture() const {
+  return s_->model->architecture();
+}
+
+std::vector<double> Analyzer::importance(bool normalize_layers) {
+  auto& st = *s_;
+  std::map<std::pair<int, int64_t>, torch::Tensor> sums;  // (type, layer) -> [H]
+  double src_tokens = 0, tgt_tokens = 0;
+  for (const auto& idx : st.batches) {
+    const auto b = train::collate(st.examples, idx, st.device);
+    const auto src_mask = b.src.ne(data::kPadId).to(torch::kFloat);     // [B, S]
+    const auto tgt_mask = b.tgt_in.ne(data::kPadId).to(torch::kFloat);  // [B, T]
+    std::map<std::pair<int, int64_t>, torch::Tensor> scales;
+    for (auto t : model::kAttentionTypes) {
+      auto layers = st.model->attention_layers(t);
+      const auto& mask = t == AttentionType::kEncSelf ? src_mask : tgt_mask;
+      for (size_t l = 0; l < layers.size(); ++l) {
+        const int64_t H = layers[l]->num_heads();
+        if (H == 0) continue;
+        auto xi = torch::ones({mask.size(0), mask.size(1), H},
+                              torch::TensorOptions().device(st.device).requires_grad(true));
+        layers[l]->set_head_scale(xi);
+        scales[{static_cast<int>(t), static_cast<int64_t>(l)}] = xi;
+      }
+    }
+    const auto logits = st.model->forward(b.src, b.tgt_in);
+    const auto ls = train::label_smoothed_loss(logits, b.tgt_out, 0.0);
+    // The mean negative log-likelihood per target token of the batch (Michel's loss).
+    (ls.nll / static_cast<double>(std::max<int64_t>(ls.tokens, 1))).backward();
+    for (auto& [key, xi] : scales) {
+      const auto& mask =
+          key.first == static_cast<int>(AttentionType::kEncSelf) ? src_mask : tgt_mask;
+      const auto contrib = (xi.grad().abs() * mask.unsqueeze(-1)).sum(std::vector<int64_t>{0, 1}).detach().cpu();
+      auto& s = sums[key];
+      s = s.defined() ? s + contrib : contrib;
+    }
+    src_tokens += src_mask.sum().item<double>();
+    tgt_tokens += tgt_mask.sum().item<double>();
+    st.clear_scales();
+  }
+  std::vector<double> out;
+  out.reserve(st.heads.size());
+  std::map<std::pair<int, int64_t>, double> norms;
+  for (auto& [key, s] : sums) {
+    s = s.to(torch::kDouble) /
+        (key.first == static_cast<int>(AttentionType::kEncSelf) ? src_tokens : tgt_tokens);
+    norms[key] = s.norm().item<double>();
+  }
+  for (const auto& h : st.heads) {
+    const std::pair<int, int64_t> key{static_cast<int>(h.type), h.layer};
+    double v = sums.at(key)[h.head].item<double>();
+    if (normalize_layers && norms[key] > 0) v /= norms[key];
+    out.push_back(v);
+  }
+  return out;
+}
+
+double Analyzer::bleu(const std::vector<HeadId>& masked) {
+  auto& st = *s_;
+  torch::NoGradGuard no_grad;
+  std::map<std::pair<int, int64_t>, torch::Tensor> masks;
+  for (const auto& h : masked) {
+    auto layers = st.model->attention_layers(h.type);
+    HC_CHECK(h.layer < static_cast<int64_t>(layers.size()) && h.head < layers[h.layer]->num_heads(),
+             "no head {}", h.label());
+    auto& m = masks[{static_cast<int>(h.type), h.layer}];
+    if (!m.defined()) m = torch::ones({layers[h.layer]->num_heads()}, st.device);
+    m[h.head] = 0.0;
+  }
+  for (auto& [key, m] : masks)
+    st.model->attention_layers(static_cast<AttentionType>(key.first))[key.second]->set_head_scale(
+        m);
+  auto search = decode::SearchOptions::from(st.info.config.decode);
+  search.beam = st.options.beam;
+  std::vector<std::vector<int>> ids;
+  for (const auto& e : st.examples) ids.push_back(e.src);
+  const auto out =
+      decode::translate_ids(st.model, ids, search, st.info.config.decode.batch_size, st.device);
+  st.clear_scales();
+  std::vector<std::string> hyps;
+  for (const auto& o : out)
+    hyps.push_back(st.tgt_vocab->decode(std::vector<int>(o.begin(), o.end())));
+  return eval::Bleu().corpus_score(hyps, {st.references}).score;
+}
+
+std::vector<HeadStats> Analyzer::head_stats() {
+  auto& st = *s_;
+  torch::NoGradGuard no_grad;
+  std::map<std::pair<int, int64_t>, std::vector<HeadStats>> per_layer;
+  st.set_record(true);
+  for (const auto& idx : st.batches) {
+    const auto b = train::collate(st.examples, idx, st.device);
+    st.model->forward(b.src, b.tgt_in);
+    const auto src_len = b.src.ne(data::kPadId).sum(1).cpu();
+    const auto tgt_len = b.tgt_in.ne(data::kPadId).sum(1).cpu();
+    const auto src_cpu = b.src.cpu(), tgt_cpu = b.tgt_in.cpu();
+    for (auto t : model::kAttentionTypes) {
+      auto layers = st.model->attention_layers(t);
+      for (size_t l = 0; l < layers.size(); ++l) {
+        const int64_t H = layers[l]->num_heads();
+        if (H == 0) continue;
+        auto& stats = per_layer[{static_cast<int>(t), static_cast<int64_t>(l)}];
+        stats.resize(H);
+        const auto w = layers[l]->last_weights().cpu();  // [B, H, T, S]
+        for (int64_t i = 0; i < w.size(0); ++i) {
+          const int64_t ns = src_len[i].item<int64_t>(), nt = tgt_len[i].item<int64_t>();
+          SentenceKeys k;
+          k.exclude_top = st.options.exclude_top;
+          int64_t nq = 0, nk = 0;
+          torch::Tensor key_ids;
+          if (t == AttentionType::kEncSelf) {
+            nq = nk = ns;
+            k.eos = ns - 1;  // the source ends with EOS
+            key_ids = src_cpu[i].slice(0, 0, ns);
+          } else if (t == AttentionType::kDecSelf) {
+            nq = nk = nt;
+            k.eos = 0;  // the decoder's special key is BOS, at position 0
+            key_ids = tgt_cpu[i].slice(0, 0, nt);
+          } else {
+            nq = nt;
+            nk = ns;
+            k.self = false;
+            k.eos = ns - 1;
+            key_ids = src_cpu[i].slice(0, 0, ns);
+          }
+          const auto& ranks = t == AttentionType::kDecSelf ? st.tgt_rank : st.src_rank;
+          k.rank.resize(nk);
+          for (int64_t j = 0; j < nk; ++j) k.rank[j] = ranks.at(key_ids[j].item<int64_t>());
+          for (int64_t h = 0; h < H; ++h) stats[h].add(w[i][h].slice(0, 0, nq).slice(1, 0, nk), k);
+        }
+      }
+    }
+  }
+  st.set_record(false);
+  std::vector<HeadStats> out;
+  for (const auto& h : st.heads)
+    out.push_back(per_layer[{static_cast<int>(h.type), h.layer}][h.head]);
+  return out;
+}
+
+torch::Tensor Analyzer::js_distances(AttentionType type) {
+  auto& st = *s_;
+  torch::NoGradGuard no_grad;
+  std::vector<size_t> members;
+  for (size_t i = 0; i < st.heads.size(); ++i)
+    if (st.heads[i].type == type) members.push_back(i);
+  const int64_t n = static_cast<int64_t>(members.size());
+  auto total = torch::zeros({n, n}, torch::kDouble);
+  if (n == 0) return total;
+  auto layers = st.model->attention_layers(type);
+  for (auto& l : layers) l->set_record(true);
+  for (const auto& idx : st.batches) {
+    const auto b = train::collate(st.examples, idx, st.device);
+    st.model->forward(b.src, b.tgt_in);
+    const auto src_len = b.src.ne(data::kPadId).sum(1).cpu();
+    const auto tgt_len = b.tgt_in.ne(data::kPadId).sum(1).cpu();
+    std::vector<torch::Tensor> w;
+    for (auto& l : layers)
+      if (l->num_heads() > 0) w.push_back(l->last_weights().cpu());
+    const auto all = torch::cat(w, 1);  // [B, n, T, S]
+    for (int64_t i = 0; i < all.size(0); ++i) {
+      const int64_t nq =
+          type == AttentionType::kEncSelf ? src_len[i].item<int64_t>() : tgt_len[i].item<int64_t>();
+      const int64_t nk =
+          type == AttentionType::kDecSelf ? tgt_len[i].item<int64_t>() : src_len[i].item<int64_t>();
+      total += pairwise_js(all[i].slice(1, 0, nq).slice(2, 0, nk));
+    }
+  }
+  for (auto& l : layers) l->set_record(false);
+  return total;
+}
+
+}  // namespace headcount::analysis

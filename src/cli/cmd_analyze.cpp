@@ -1,0 +1,291 @@
+// headcount analyze: head importance (Michel et al.), ablations, what heads do (Voita et al.,
+// Clark et al.), head similarity.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <numeric>
+
+#include <fmt/ranges.h>
+
+#include "commands.h"
+#include "headcount/analysis/analyzer.h"
+#include "headcount/common/check.h"
+#include "headcount/common/io.h"
+#include "headcount/common/log.h"
+#include "headcount/common/plot.h"
+
+namespace headcount::cli {
+namespace {
+
+using analysis::HeadId;
+using model::AttentionType;
+
+struct AnalyzeArgs {
+  analysis::AnalyzeOptions options;
+  std::string out;
+  bool normalize = false;
+};
+
+void add_common(CLI::App* cmd, AnalyzeArgs& a) {
+  cmd->add_option("--checkpoint", a.options.checkpoint, "Checkpoint folder (full or pruned)")
+      ->required()
+      ->check(CLI::ExistingDirectory);
+  cmd->add_option("--split", a.options.split, "dev or test of the checkpoint's corpus")
+      ->check(CLI::IsMember({"dev", "test"}))
+      ->capture_default_str();
+  cmd->add_option("--sentences", a.options.sentences, "The first N sentences (0: all)")
+      ->capture_default_str();
+  cmd->add_option("--out", a.out, "Folder for the CSV files and plots")->required();
+}
+
+// Values per head as one panel per attention type (layers x heads).
+std::vector<plot::Panel> panels(const analysis::Analyzer& an, const std::vector<double>& v) {
+  std::vector<plot::Panel> out;
+  const auto& heads = an.heads();
+  for (auto t : model::kAttentionTypes) {
+    const auto& per_layer = an.architecture().heads(t);
+    if (per_layer.empty()) continue;
+    int64_t width = 0;
+    for (auto h : per_layer) width = std::max(width, h);
+    if (width == 0) continue;
+    plot::Panel p;
+    p.title = model::attention_name(t);
+    p.values.assign(per_layer.size(), std::vector<double>(width, std::nan("")));
+    for (size_t i = 0; i < heads.size(); ++i)
+      if (heads[i].type == t) p.values[heads[i].layer][heads[i].head] = v[i];
+    out.push_back(p);
+  }
+  return out;
+}
+
+std::string head_cols(const HeadId& h) {
+  return fmt::format("{},{},{}", model::attention_name(h.type), h.layer, h.head);
+}
+
+void run_importance(const AnalyzeArgs& a) {
+  analysis::Analyzer an(a.options);
+  const fs::path out = a.out;
+  fs::create_directories(out);
+  const auto& heads = an.heads();
+  log::info("importance of {} heads over {} {} sentences", heads.size(), a.options.sentences,
+            a.options.split);
+  const auto score = an.importance(a.normalize);
+  std::string csv = "attention,layer,head,importance\n";
+  for (size_t i = 0; i < heads.size(); ++i)
+    csv += fmt::format("{},{:.6g}\n", head_cols(heads[i]), score[i]);
+  io::write_file_atomic(out / "importance.csv", csv);
+  plot::heatmaps(out / "importance.png",
+                 fmt::format("Head importance I_h{}", a.normalize ? " (layer-normalised)" : ""),
+                 panels(an, score), "I_h");
+  // The pruning curve: mask the least important 0%, 10%, ..., 90% (all heads, then each type).
+  std::string curve = "set,fraction,masked,bleu\n";
+  std::vector<std::pair<std::string, std::vector<size_t>>> sets = {{"all", {}}};
+  for (size_t i = 0; i < heads.size(); ++i) sets[0].second.push_back(i);
+  for (auto t : model::kAttentionTypes) {
+    std::vector<size_t> m;
+    for (size_t i = 0; i < heads.size(); ++i)
+      if (heads[i].type == t) m.push_back(i);
+    if (!m.empty()) sets.emplace_back(model::attention_name(t), m);
+  }
+  std::string dat;
+  for (auto& [name, members] : sets) {
+    std::stable_sort(members.begin(), members.end(),
+                     [&](size_t x, size_t y) { return score[x] < score[y]; });
+    dat += fmt::format("# {}\n", name);
+    for (int k = 0; k <= 9; ++k) {
+      const size_t n = members.size() * k / 10;
+      std::vector<HeadId> masked;
+      for (size_t i = 0; i < n; ++i) masked.push_back(heads[members[i]]);
+      const double b = an.bleu(masked);
+      log::info("pruning curve {}: {}% ({} heads) masked: BLEU {:.2f}", name, k * 10, n, b);
+      curve += fmt::format("{},{:.1f},{},{:.4f}\n", name, k / 10.0, n, b);
+      dat += fmt::format("{} {}\n", k * 10, b);
+    }
+    dat += "\n\n";
+  }
+  io::write_file_atomic(out / "pruning_curve.csv", curve);
+  io::write_file_atomic(out / "pruning_curve.dat", dat);
+  std::string gp = "set terminal pngcairo noenhanced size 800,560 font ',11'\n";
+  gp += fmt::format("set output {}\n", plot::quote(out / "pruning_curve.png"));
+  gp += "set xlabel 'heads masked, least important first (%)'\nset ylabel 'BLEU'\nset grid\n";
+  gp += "set key bottom left\nplot ";
+  for (size_t k = 0; k < sets.size(); ++k) {
+    gp += fmt::format("{}{} index {} using 1:2 with linespoints title '{}'", k ? ", \\\n  " : "",
+                      plot::quote(out / "pruning_curve.dat"), k, sets[k].first);
+  }
+  gp += "\n";
+  io::write_file_atomic(out / "pruning_curve.gp", gp);
+  plot::run_gnuplot(out / "pruning_curve.gp");
+  std::printf("wrote %s/{importance.csv,pruning_curve.csv} and plots\n", out.c_str());
+}
+
+void run_ablate(const AnalyzeArgs& a) {
+  analysis::Analyzer an(a.options);
+  const fs::path out = a.out;
+  fs::create_directories(out);
+  const auto& heads = an.heads();
+  const double base = an.bleu({});
+  log::info("BLEU with every head: {:.2f}; masking each of {} heads in turn", base, heads.size());
+  std::vector<double> change;
+  std::string csv = "attention,layer,head,bleu,change\n";
+  for (size_t i = 0; i < heads.size(); ++i) {
+    const double b = an.bleu({heads[i]});
+    change.push_back(b - base);
+    csv += fmt::format("{},{:.4f},{:+.4f}\n", head_cols(heads[i]), b, b - base);
+    log::info("[{}/{}] {} masked: BLEU {:.2f} ({:+.2f})", i + 1, heads.size(), heads[i].label(), b,
+              b - base);
+  }
+  io::write_file_atomic(out / "ablate.csv", csv);
+  plot::heatmaps(out / "ablate.png",
+                 fmt::format("BLEU change when one head is masked (base {:.2f})", base),
+                 panels(an, change), "BLEU change");
+  // Michel's Table 2: keep only one head in a layer (the best one).
+  std::string keep = "attention,layer,heads,best_head,bleu,change\n";
+  for (auto t : model::kAttentionTypes) {
+    const auto& per_layer = an.architecture().heads(t);
+    for (size_t l = 0; l < per_layer.size(); ++l) {
+      if (per_layer[l] < 2) continue;
+      double best = -1;
+      int64_t best_head = -1;
+      for (int64_t keep_h = 0; keep_h < per_layer[l]; ++keep_h) {
+        std::vector<HeadId> masked;
+        for (int64_t h = 0; h < per_layer[l]; ++h)
+          if (h != keep_h) masked.push_back({t, static_cast<int64_t>(l), h});
+        const double b = an.bleu(masked);
+        if (b > best) best = b, best_head = keep_h;
+      }
+      keep += fmt::format("{},{},{},{},{:.4f},{:+.4f}\n", model::attention_name(t), l, per_layer[l],
+                          best_head, best, best - base);
+      log::info("{} layer {}: best single head {} gives BLEU {:.2f} ({:+.2f})",
+                model::attention_name(t), l, best_head, best, best - base);
+    }
+  }
+  io::write_file_atomic(out / "keep_one.csv", keep);
+  std::printf("base BLEU %.2f; wrote %s/{ablate.csv,keep_one.csv} and plots\n", base, out.c_str());
+}
+
+void run_heads(const AnalyzeArgs& a) {
+  analysis::Analyzer an(a.options);
+  const fs::path out = a.out;
+  fs::create_directories(out);
+  const auto& heads = an.heads();
+  const auto stats = an.head_stats();
+  std::string csv =
+      "attention,layer,head,confidence,entropy,attention_eos,attention_prev,attention_same,"
+      "attention_next,top_offset,top_offset_share,positional,rare_fraction,function\n";
+  std::vector<double> conf, ent;
+  for (size_t i = 0; i < heads.size(); ++i) {
+    const auto& s = stats[i];
+    const auto [off, share] = s.top_offset();
+    const bool self = heads[i].type != AttentionType::kEncDec;
+    const bool positional = self && s.positional() && off != 0;
+    const bool rare = s.rare_fraction() >= 0.5;
+    const char* fn = positional ? "positional" : rare ? "rare-token" : "none";
+    csv += fmt::format("{},{:.4f},{:.4f},{:.4f},{},{},{},{},{},{},{},{:.4f},{}\n",
+                       head_cols(heads[i]), s.confidence(), s.entropy(), s.attention_to_eos(),
+                       self ? fmt::format("{:.4f}", s.attention_prev()) : "",
+                       self ? fmt::format("{:.4f}", s.attention_same()) : "",
+                       self ? fmt::format("{:.4f}", s.attention_next()) : "",
+                       self ? std::to_string(off) : "", self ? fmt::format("{:.4f}", share) : "",
+                       positional ? 1 : 0, s.rare_fraction(), fn);
+    conf.push_back(s.confidence());
+    ent.push_back(s.entropy());
+  }
+  io::write_file_atomic(out / "heads.csv", csv);
+  plot::heatmaps(out / "confidence.png", "Head confidence (mean max weight, EOS excluded)",
+                 panels(an, conf), "confidence");
+  plot::heatmaps(out / "entropy.png", "Attention entropy (nats)", panels(an, ent), "entropy");
+  std::printf("wrote %s/heads.csv and plots\n", out.c_str());
+}
+
+void run_cluster(const AnalyzeArgs& a) {
+  analysis::Analyzer an(a.options);
+  const fs::path out = a.out;
+  fs::create_directories(out);
+  const auto& heads = an.heads();
+  std::string mds_csv = "attention,layer,head,x,y\n";
+  std::string gp = "set terminal pngcairo noenhanced size 1300,460 font ',10'\n";
+  gp += fmt::format("set output {}\n", plot::quote(out / "mds.png"));
+  gp +=
+      "set multiplot layout 1,3 title 'Heads by Jensen-Shannon distance (classical MDS; label: "
+      "layer)'\nset key off\nset grid\n";
+  int panels_drawn = 0;
+  for (auto t : model::kAttentionTypes) {
+    std::vector<size_t> members;
+    for (size_t i = 0; i < heads.size(); ++i)
+      if (heads[i].type == t) members.push_back(i);
+    if (members.size() < 3) continue;
+    const auto d = an.js_distances(t);
+    std::string m;
+    for (int64_t i = 0; i < d.size(0); ++i) {
+      std::vector<std::string> row;
+      for (int64_t j = 0; j < d.size(1); ++j)
+        row.push_back(fmt::format("{:.6g}", d[i][j].item<double>()));
+      m += fmt::format("{}\n", fmt::join(row, ","));
+    }
+    io::write_file_atomic(out / fmt::format("js_{}.csv", model::attention_name(t)), m);
+    const auto x = analysis::classical_mds(d, 2);
+    std::string dat;
+    for (size_t k = 0; k < members.size(); ++k) {
+      const auto& h = heads[members[k]];
+      const double px = x[k][0].item<double>(), py = x[k][1].item<double>();
+      mds_csv += fmt::format("{},{:.6g},{:.6g}\n", head_cols(h), px, py);
+      dat += fmt::format("{} {} {} {}\n", px, py, h.layer, h.head);
+    }
+    const fs::path f = out / fmt::format("mds_{}.dat", model::attention_name(t));
+    io::write_file_atomic(f, dat);
+    gp += fmt::format(
+        "set title '{}'\nplot {} using 1:2:3 with points pt 7 ps 1.2 palette, '' "
+        "using 1:2:(sprintf('%d',$3)) with labels offset 0.8,0.5 font ',8'\n",
+        model::attention_name(t), plot::quote(f));
+    ++panels_drawn;
+  }
+  gp += "unset multiplot\n";
+  io::write_file_atomic(out / "mds.csv", mds_csv);
+  if (panels_drawn > 0) {
+    io::write_file_atomic(out / "mds.gp", gp);
+    plot::run_gnuplot(out / "mds.gp");
+  }
+  std::printf("wrote %s/{js_*.csv,mds.csv} and plots\n", out.c_str());
+}
+
+}  // namespace
+
+void add_analyze_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand(
+      "analyze", "Head analyses of a checkpoint: importance, ablate, heads, cluster");
+  cmd->require_subcommand(1);
+  auto imp = std::make_shared<AnalyzeArgs>();
+  auto* i =
+      cmd->add_subcommand("importance",
+                          "Michel et al.'s gradient importance I_h of every head, and the BLEU of "
+                          "masking the least important 0-90% (all heads, and per attention type)");
+  add_common(i, *imp);
+  i->add_flag("--normalize", imp->normalize, "Divide each layer's scores by their L2 norm");
+  i->add_option("--beam", imp->options.beam, "Beam for BLEU (1: greedy)")->capture_default_str();
+  i->callback([imp] { run_importance(*imp); });
+  auto abl = std::make_shared<AnalyzeArgs>();
+  auto* b = cmd->add_subcommand("ablate",
+                                "BLEU change when each single head is masked, and the "
+                                "best single head to keep in each layer");
+  add_common(b, *abl);
+  b->add_option("--beam", abl->options.beam, "Beam for BLEU (1: greedy)")->capture_default_str();
+  b->callback([abl] { run_ablate(*abl); });
+  auto hd = std::make_shared<AnalyzeArgs>();
+  auto* h = cmd->add_subcommand(
+      "heads",
+      "Per head: confidence, entropy, attention to EOS and neighbours, positional and "
+      "rare-token functions");
+  add_common(h, *hd);
+  h->add_option("--exclude-top", hd->options.exclude_top,
+                "Rare-token heads: keys among the N most frequent never count as rare")
+      ->capture_default_str();
+  h->callback([hd] { run_heads(*hd); });
+  auto cl = std::make_shared<AnalyzeArgs>();
+  auto* c = cmd->add_subcommand(
+      "cluster", "Jensen-Shannon distances between heads and their 2-D classical MDS embedding");
+  add_common(c, *cl);
+  c->callback([cl] { run_cluster(*cl); });
+}
+
+}  // namespace headcount::cli

@@ -1,0 +1,245 @@
+// Head analysis metrics on tiny hand-made attention matrices with hand-computed answers.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <cmath>
+
+#include "headcount/analysis/head_stats.h"
+
+namespace headcount::analysis {
+namespace {
+
+torch::Tensor mat(std::vector<std::vector<double>> rows) {
+  const int64_t t = rows.size(), s = rows[0].size();
+  auto out = torch::zeros({t, s}, torch::kDouble);
+  for (int64_t i = 0; i < t; ++i)
+    for (int64_t j = 0; j < s; ++j) out[i][j] = rows[i][j];
+  return out;
+}
+
+TEST(HeadStats, ConfidenceEntropyEosAndNeighbours) {
+  HeadStats h;
+  SentenceKeys k;
+  k.eos = 2;
+  k.self = true;
+  h.add(mat({{0.5, 0.25, 0.25}, {0.1, 0.8, 0.1}, {0.0, 0.0, 1.0}}), k);
+  EXPECT_DOUBLE_EQ(h.tokens, 3);
+  // Maximum over keys other than EOS: 0.5, 0.8, 0.
+  EXPECT_NEAR(h.confidence(), (0.5 + 0.8 + 0.0) / 3, 1e-12);
+  const double e0 = -(0.5 * std::log(0.5) + 2 * 0.25 * std::log(0.25));
+  const double e1 = -(2 * 0.1 * std::log(0.1) + 0.8 * std::log(0.8));
+  EXPECT_NEAR(h.entropy(), (e0 + e1 + 0.0) / 3, 1e-12);
+  EXPECT_NEAR(h.attention_to_eos(), (0.25 + 0.1 + 1.0) / 3, 1e-12);
+  EXPECT_NEAR(h.attention_prev(), (0.1 + 0.0) / 3, 1e-12);
+  EXPECT_NEAR(h.attention_same(), (0.5 + 0.8 + 1.0) / 3, 1e-12);
+  EXPECT_NEAR(h.attention_next(), (0.25 + 0.1) / 3, 1e-12);
+  // Every maximum on the diagonal: offset 0 for all three tokens.
+  EXPECT_EQ(h.top_offset(), (std::pair<int64_t, double>{0, 1.0}));
+}
+
+TEST(HeadStats, PositionalHeadNeedsNinetyPercentAtOneOffset) {
+  // 20 tokens: every token but the first attends mostly to the previous one.
+  auto w = torch::full({20, 20}, 0.01, torch::kDouble);
+  for (int64_t i = 0; i < 20; ++i) w[i][i == 0 ? 0 : i - 1] = 0.81;
+  HeadStats h;
+  h.add(w, SentenceKeys{});
+  EXPECT_EQ(h.top_offset().first, -1);
+  EXPECT_NEAR(h.top_offset().second, 19.0 / 20, 1e-12);
+  EXPECT_TRUE(h.positional());
+  // A second sentence of 5 tokens attending to themselves: 19 of 25 = 0.76 at -1.
+  auto s = torch::eye(5, torch::kDouble);
+  h.add(s, SentenceKeys{});
+  EXPECT_NEAR(h.top_offset().second, 19.0 / 25, 1e-12);
+  EXPECT_FALSE(h.positional());
+  // Not self-attention: no offsets, no neighbours.
+  HeadStats cross;
+  SentenceKeys k;
+  k.self = false;
+  cross.add(w, k);
+  EXPECT_EQ(cross.top_offset().second, 0.0);
+  EXPECT_EQ(cross.attention_prev(), 0.0);
+}
+
+TEST(HeadStats, RareTokenHitsCountOnlySentencesWithARareKey) {
+  HeadStats h;
+  SentenceKeys k;
+  k.eos = 3;
+  k.rank = {3, 900, 10, 0};  // key 1 is the rarest (rank 900), beyond the top 500
+  k.exclude_top = 500;
+  h.add(mat({{0.1, 0.7, 0.1, 0.1}, {0.6, 0.2, 0.1, 0.1}}), k);
+  EXPECT_DOUBLE_EQ(h.rare_tokens, 2);
+  EXPECT_DOUBLE_EQ(h.rare_fraction(), 0.5);
+  // A sentence whose rarest key is among the 500 most frequent does not count.
+  k.rank = {3, 400, 10, 0};
+  h.add(mat({{0.1, 0.7, 0.1, 0.1}, {0.1, 0.7, 0.1, 0.1}}), k);
+  EXPECT_DOUBLE_EQ(h.rare_tokens, 2);
+  // EOS is never the rare token, however rare its id.
+  k.rank = {3, 600, 10, 5000};
+  h.add(mat({{0.1, 0.1, 0.1, 0.7}}), k);
+  EXPECT_DOUBLE_EQ(h.rare_tokens, 3);
+  EXPECT_DOUBLE_EQ(h.rare_hits, 1);
+}
+
+TEST(HeadSimilarity, JensenShannonByHand) {
+  // Disjoint supports: ln 2 per row.
+  EXPECT_NEAR(js_divergence(mat({{1, 0}, {0, 1}}), mat({{0, 1}, {1, 0}})), 2 * std::log(2.0),
+              1e-12);
+  EXPECT_NEAR(js_divergence(mat({{0.3, 0.7}}), mat({{0.3, 0.7}})), 0.0, 1e-12);
+  // p = (1/2, 1/2), q = (1, 0), m = (3/4, 1/4).
+  const double kl_pm = 0.5 * std::log(0.5 / 0.75) + 0.5 * std::log(0.5 / 0.25);
+  const double kl_qm = std::log(1 / 0.75);
+  EXPECT_NEAR(js_divergence(mat({{0.5, 0.5}}), mat({{1, 0}})), 0.5 * (kl_pm + kl_qm), 1e-12);
+  // The pairwise matrix agrees with the pair function, is symmetric, zero on the diagonal.
+  torch::manual_seed(3);
+  const auto heads = torch::softmax(torch::randn({4, 3, 5}, torch::kDouble), -1);
+  const auto m = pairwise_js(heads);
+  for (int64_t a = 0; a < 4; ++a) {
+    EXPECT_NEAR(m[a][a].item<double>(), 0.0, 1e-12);
+    for (int64_t b = 0; b < 4; ++b) {
+      EXPECT_NEAR(m[a][b].item<double>(), js_divergence(heads[a], heads[b]), 1e-12);
+      EXPECT_NEAR(m[a][b].item<double>(), m[b][a].item<double>(), 1e-12);
+    }
+  }
+}
+
+TEST(HeadSimilarity, ClassicalMdsRecoversAKnownConfiguration) {
+  // The corners of a 3 x 4 rectangle: MDS in 2-D gives back every distance (up to rotation).
+  const double pts[4][2] = {{0, 0}, {3, 0}, {0, 4}, {3, 4}};
+  auto d = torch::zeros({4, 4}, torch::kDouble);
+  for (int a = 0; a < 4; ++a)
+    for (int b = 0; b < 4; ++b) d[a][b] = std::hypot(pts[a][0] - pts[b][0], pts[a][1] - pts[b][1]);
+  const auto x = classical_mds(d, 2);
+  ASSERT_EQ(x.sizes(), (std::vector<int64_t>{4, 2}));
+  for (int a = 0; a < 4; ++a)
+    for (int b = 0; b < 4; ++b)
+      EXPECT_NEAR((x[a] - x[b]).norm().item<double>(), d[a][b].item<double>(), 1e-9);
+  // Centred at the origin, the larger spread (4) on the first axis.
+  EXPECT_NEAR(x.sum(0).abs().max().item<double>(), 0.0, 1e-9);
+  EXPECT_NEAR(x.select(1, 0).abs().max().item<double>(), 2.0, 1e-9);
+  EXPECT_NEAR(x.select(1, 1).abs().max().item<double>(), 1.5, 1e-9);
+}
+
+}  // namespace
+}  // namespace headcount::analysis
+
+// ---- The analyzer on a tiny trained model ----
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "headcount/analysis/analyzer.h"
+#include "headcount/common/io.h"
+#include "headcount/data/vocab.h"
+#include "headcount/train/batching.h"
+#include "headcount/train/checkpoint.h"
+#include "headcount/train/loss.h"
+#include "headcount/train/trainer.h"
+#include "test_util.h"
+#include "tiny_corpus.h"
+
+namespace headcount::analysis {
+namespace {
+
+using model::AttentionType;
+
+fs::path tiny_model(const testing::TempDir& dir) {
+  Config c = tiny_run_config(dir, 64);
+  c.train.max_steps = 300;
+  c.train.eval_every = 300;
+  train::TrainOptions o;
+  o.run_dir = dir / "run";
+  train::train_command(c, o);
+  return dir / "run" / "checkpoints" / "last";
+}
+
+// I_h against central finite differences of the loss in each (token, head) multiplier: the
+// definition (absolute value per token, summed, divided by the tokens) computed another way.
+TEST(Importance, MatchesFiniteDifferencesPerToken) {
+  testing::TempDir dir;
+  const auto ckpt = tiny_model(dir);
+  AnalyzeOptions o;
+  o.checkpoint = ckpt;
+  o.sentences = 1;
+  Analyzer an(o);
+  const auto scores = an.importance(false);
+  const auto& heads = an.heads();
+  ASSERT_EQ(heads.size(), 6u);  // 2 heads in each of the three attention layers
+
+  // The same sentence, by hand.
+  const auto info = train::read_checkpoint_info(ckpt);
+  auto m = train::load_model(info, torch::kCPU);
+  m->eval();
+  const auto src_vocab = data::Vocab::load(info.vocab.src_model);
+  const auto tgt_vocab = data::Vocab::load(info.vocab.tgt_model);
+  const auto corpus = data::load_corpus(info.config.data);
+  data::ParallelText one;
+  one.src = {corpus.dev.src[0]};
+  one.tgt = {corpus.dev.tgt[0]};
+  const auto ex = train::encode_pairs(one, src_vocab, tgt_vocab, 1000);
+  const auto b = train::collate(ex, {0}, torch::kCPU);
+  const int64_t S = b.src.size(1), T = b.tgt_in.size(1);
+  auto loss_with = [&](AttentionType type, int64_t token, int64_t head, double value) {
+    torch::NoGradGuard no_grad;
+    auto layer = m->attention_layers(type)[0];
+    auto scale = torch::ones({1, type == AttentionType::kEncSelf ? S : T, 2});
+    scale[0][token][head] = value;
+    layer->set_head_scale(scale);
+    const auto logits = m->forward(b.src, b.tgt_in);
+    layer->set_head_scale({});
+    const auto ls = train::label_smoothed_loss(logits, b.tgt_out, 0.0);
+    return ls.nll.item<double>() / static_cast<double>(ls.tokens);
+  };
+  for (size_t i = 0; i < heads.size(); ++i) {
+    const auto& h = heads[i];
+    const int64_t n = h.type == AttentionType::kEncSelf ? S : T;
+    double sum = 0;
+    for (int64_t t = 0; t < n; ++t) {
+      const double eps = 1e-2;
+      sum +=
+          std::abs(loss_with(h.type, t, h.head, 1 + eps) - loss_with(h.type, t, h.head, 1 - eps)) /
+          (2 * eps);
+    }
+    EXPECT_NEAR(scores[i], sum / n, 5e-3 * std::max(0.05, sum / n)) << h.label();
+  }
+  // Layer normalisation divides each layer's scores by their L2 norm.
+  const auto norm = an.importance(true);
+  const double l2 = std::hypot(scores[0], scores[1]);
+  EXPECT_NEAR(norm[0], scores[0] / l2, 1e-9);
+  EXPECT_NEAR(norm[1], scores[1] / l2, 1e-9);
+}
+
+TEST(Analyzer, BleuMatchesEvalAndMaskingEverythingHurts) {
+  testing::TempDir dir;
+  const auto ckpt = tiny_model(dir);
+  AnalyzeOptions o;
+  o.checkpoint = ckpt;
+  o.sentences = 0;
+  Analyzer an(o);
+  const double full = an.bleu({});
+  ASSERT_EQ(std::system(fmt::format("{} eval --checkpoint {} --split dev --beam 1 --out {} "
+                                    ">/dev/null 2>&1",
+                                    HEADCOUNT_BINARY, ckpt.string(), (dir / "e.json").string())
+                            .c_str()),
+            0);
+  const auto e = nlohmann::json::parse(io::read_file(dir / "e.json"));
+  EXPECT_DOUBLE_EQ(full, e["scores"]["ref1"]["bleu"].get<double>());
+  EXPECT_LT(an.bleu(an.heads()), full);
+  // Masks do not leak into the next call.
+  EXPECT_DOUBLE_EQ(an.bleu({}), full);
+  // Statistics exist for every head and are distributions' statistics.
+  const auto stats = an.head_stats();
+  ASSERT_EQ(stats.size(), an.heads().size());
+  for (const auto& s : stats) {
+    EXPECT_GT(s.tokens, 0);
+    EXPECT_GT(s.confidence(), 0);
+    EXPECT_LE(s.confidence(), 1 + 1e-6);
+    EXPECT_GE(s.entropy(), 0);
+  }
+  const auto js = an.js_distances(AttentionType::kEncSelf);
+  ASSERT_EQ(js.sizes(), (std::vector<int64_t>{2, 2}));
+  EXPECT_NEAR(js[0][0].item<double>(), 0.0, 1e-9);
+  EXPECT_GT(js[0][1].item<double>(), 0.0);
+}
+
+}  // namespace
+}  // namespace headcount::analysis
