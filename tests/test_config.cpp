@@ -11,15 +11,7 @@ namespace headcount {
 namespace {
 
 using testing::TempDir;
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using testing::error_of;
 
 fs::path write_yaml(const TempDir& dir, const std::string& name, const std::string& text) {
   const fs::path p = dir / name;

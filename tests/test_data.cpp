@@ -15,6 +15,7 @@ namespace {
 
 using data::osis_to_text;
 using testing::TempDir;
+using testing::error_of;
 
 void write(const fs::path& p, const std::string& content) {
   std::ofstream(p, std::ios::binary) << content;
@@ -75,15 +76,6 @@ TEST(Osis, ParseImpSkipsHeadingsAndJoinsLines) {
   EXPECT_EQ(v[1].book, "1 Samuel");
   EXPECT_EQ(v[1].chapter, 2);
   EXPECT_EQ(v[1].verse, 3);
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 TEST(Parallel, DifferentLineCountsNameBothFiles) {

@@ -19,6 +19,7 @@ namespace headcount {
 namespace {
 
 using testing::TempDir;
+using testing::error_of;
 namespace fs = std::filesystem;
 
 // A base config file for sweeps over the tiny corpus.
@@ -34,15 +35,6 @@ fs::path tiny_base(const TempDir& dir, int steps) {
 fs::path write_sweep(const TempDir& dir, const std::string& name, const std::string& text) {
   io::write_file_atomic(dir / name, text);
   return dir / name;
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 TEST(Sweep, GridThenRunsInFileOrderWithReadableNames) {

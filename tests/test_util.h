@@ -3,7 +3,10 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <string>
+
+#include "headcount/common/check.h"
 
 namespace headcount::testing {
 
@@ -20,6 +23,16 @@ inline fs::path test_data(const std::string& name) {
 inline fs::path shared_dir() {
   if (const char* env = std::getenv("HEADCOUNT_SHARED")) return fs::path(env);
   return source_dir().parent_path() / "shared";
+}
+
+// The message of the headcount::Error that `f` throws ("(no error)" when it throws none).
+inline std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
 }
 
 inline bool running_in_ci() {

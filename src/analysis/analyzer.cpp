@@ -137,7 +137,8 @@ std::vector<double> Analyzer::importance(bool normalize_layers) {
     for (auto& [key, xi] : scales) {
       const auto& mask =
           key.first == static_cast<int>(AttentionType::kEncSelf) ? src_mask : tgt_mask;
-      const auto contrib = (xi.grad().abs() * mask.unsqueeze(-1)).sum(std::vector<int64_t>{0, 1}).detach().cpu();
+      const auto contrib =
+          (xi.grad().abs() * mask.unsqueeze(-1)).sum(std::vector<int64_t>{0, 1}).detach().cpu();
       auto& s = sums[key];
       s = s.defined() ? s + contrib : contrib;
     }

@@ -181,8 +181,8 @@ void run_heads(const AnalyzeArgs& a) {
     const bool positional = self && s.positional() && off != 0;
     const bool rare = s.rare_fraction() >= 0.5;
     const char* fn = positional ? "positional" : rare ? "rare-token" : "none";
-    csv += fmt::format("{},{:.4f},{:.4f},{:.4f},{},{},{},{},{},{},{:.4f},{}\n",
-                       head_cols(heads[i]), s.confidence(), s.entropy(), s.attention_to_eos(),
+    csv += fmt::format("{},{:.4f},{:.4f},{:.4f},{},{},{},{},{},{},{:.4f},{}\n", head_cols(heads[i]),
+                       s.confidence(), s.entropy(), s.attention_to_eos(),
                        self ? fmt::format("{:.4f}", s.attention_prev()) : "",
                        self ? fmt::format("{:.4f}", s.attention_same()) : "",
                        self ? fmt::format("{:.4f}", s.attention_next()) : "",

@@ -50,7 +50,8 @@ bool heatmaps(const fs::path& png, const std::string& title, const std::vector<P
   fs::path base = png;
   base.replace_extension("");
   std::string gp;
-  gp += fmt::format("set terminal pngcairo noenhanced size {},440 font ',10'\n", 360 * panels.size() + 80);
+  gp += fmt::format("set terminal pngcairo noenhanced size {},440 font ',10'\n",
+                    360 * panels.size() + 80);
   gp += fmt::format("set output {}\n", quote(png));
   gp += fmt::format("set multiplot layout 1,{} title '{}'\n", panels.size(), title);
   gp += fmt::format("set cbrange [{}:{}]\nset cblabel '{}'\n", lo, hi, colour_label);
