@@ -10,8 +10,8 @@
 namespace headcount {
 namespace {
 
-using testing::TempDir;
 using testing::error_of;
+using testing::TempDir;
 
 fs::path write_yaml(const TempDir& dir, const std::string& name, const std::string& text) {
   const fs::path p = dir / name;

@@ -14,8 +14,8 @@ namespace headcount {
 namespace {
 
 using data::osis_to_text;
-using testing::TempDir;
 using testing::error_of;
+using testing::TempDir;
 
 void write(const fs::path& p, const std::string& content) {
   std::ofstream(p, std::ios::binary) << content;

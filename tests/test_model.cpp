@@ -273,3 +273,39 @@ TEST(Dropout, StatisticsScalingGradientAndReproducibility) {
 
 }  // namespace
 }  // namespace headcount
+
+namespace headcount {
+namespace {
+
+// Decoding FLOPs counted by hand from the matmul shapes of a tiny architecture: d=4, FFN 8,
+// head width 2, vocabulary 10; encoder 1 head, decoder self-attention 2 heads, no
+// encoder-decoder heads; one sentence of 3 source tokens translated into 2 tokens.
+TEST(DecodeFlops, CountedByHandFromTheMatmulShapes) {
+  ModelConfig m;
+  m.d_model = 4;
+  m.ffn_dim = 8;
+  model::Architecture a;
+  a.enc_self = {1};
+  a.dec_self = {2};
+  a.enc_dec = {0};
+  a.head_dim = 2;
+  // Encoder, 3 tokens: Q,K,V [3x4]@[4x6] = 72 MACs; scores [3x2]@[2x3] = 18 and sums [3x3]@[3x2]
+  // = 18; output [3x2]@[2x4] = 24; FFN [3x4]@[4x8] + [3x8]@[8x4] = 192. 324 MACs = 648 FLOPs.
+  const double encoder = 2 * (72 + 18 + 18 + 24 + 192);
+  // Decoder, 2 steps of one row. Step t: Q,K,V [1x4]@[4x12] = 48; scores and sums over t keys with
+  // 2 heads of width 2: 2 * 2*2*t = 8t; output [1x4]@[4x4] = 16; FFN 64; logits [1x4]@[4x10] = 40.
+  const double step1 = 48 + 8 * 1 + 16 + 64 + 40, step2 = 48 + 8 * 2 + 16 + 64 + 40;
+  const double decoder = 2 * (step1 + step2);
+  EXPECT_DOUBLE_EQ(model::decode_flops(a, m, 10, {3}, {2}, 1), encoder + decoder);
+  // A beam of 2 doubles the decoder's work, not the encoder's.
+  EXPECT_DOUBLE_EQ(model::decode_flops(a, m, 10, {3}, {2}, 2), encoder + 2 * decoder);
+  // Encoder-decoder heads add the source keys/values once per row and the cross-attention.
+  a.enc_dec = {1};
+  // Keys and values of 3 source tokens: [3x4]@[4x4] = 48; per step: query [1x4]@[4x2] = 8,
+  // scores and sums over 3 keys 2*2*3 = 12, output [1x2]@[2x4] = 8.
+  EXPECT_DOUBLE_EQ(model::decode_flops(a, m, 10, {3}, {2}, 1),
+                   encoder + decoder + 2 * (48 + 2 * (8 + 12 + 8)));
+}
+
+}  // namespace
+}  // namespace headcount

@@ -18,8 +18,8 @@
 namespace headcount {
 namespace {
 
-using testing::TempDir;
 using testing::error_of;
+using testing::TempDir;
 namespace fs = std::filesystem;
 
 // A base config file for sweeps over the tiny corpus.

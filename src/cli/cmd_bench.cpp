@@ -7,10 +7,15 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <map>
 
 #include "commands.h"
+#include "headcount/common/check.h"
+#include "headcount/common/io.h"
 #include "headcount/common/runtime.h"
+#include "headcount/common/text.h"
 #include "headcount/data/corpus.h"
+#include "headcount/data/vocab.h"
 #include "headcount/decode/search.h"
 #include "headcount/model/transformer.h"
 #include "headcount/prune/head_gates.h"
@@ -240,39 +245,116 @@ void bench_train(const TrainBenchArgs& a, const Config& config) {
 
 struct DecodeBenchArgs {
   std::string checkpoint;
-  int sentences = 0;  // 0: the whole dev set
+  std::string compare;    // a pruned checkpoint to compare with
+  std::string mask_from;  // a prune run whose removed heads are masked in the full model
+  int sentences = 0;      // 0: the whole dev set
   std::vector<int> beams = {1, 4};
+  int repeats = 3;
 };
 
-// Sentences per second on the dev set of the checkpoint's data config, for each beam size.
+double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+// Sentences per second on the dev set of the checkpoint's data config, for each beam size; with
+// --compare, a pruned checkpoint (and with --mask-from, the full model with the same heads
+// masked) measured alternately, against the speed-up its FLOPs predict.
 void bench_decode(const DecodeBenchArgs& a) {
   const auto info = train::read_checkpoint_info(a.checkpoint);
   const Config& c = info.config;
   runtime::apply_threads(c.threads);
   const auto device = runtime::resolve_device(c.device);
-  auto m = train::load_model(info, device);
-  m->eval();
+  struct Variant {
+    std::string name;
+    train::CheckpointInfo info;
+    model::Transformer model{nullptr};
+    std::map<std::pair<int, int64_t>, torch::Tensor> masks;
+  };
+  std::vector<Variant> variants;
+  variants.push_back({"full", info, train::load_model(info, device), {}});
+  if (!a.compare.empty()) {
+    const auto pi = train::read_checkpoint_info(a.compare);
+    HC_CHECK(pi.src_vocab_size == info.src_vocab_size && pi.tgt_vocab_size == info.tgt_vocab_size,
+             "--compare {}: another vocabulary than {}", a.compare, a.checkpoint);
+    variants.push_back({"pruned", pi, train::load_model(pi, device), {}});
+  }
+  if (!a.mask_from.empty()) {
+    // The full model with the heads the prune run removed multiplied by 0 (no physical pruning).
+    Variant v{"masked", info, train::load_model(info, device), {}};
+    const auto rows = io::read_lines(fs::path(a.mask_from) / "head_removal.csv");
+    int removed = 0;
+    for (size_t i = 1; i < rows.size(); ++i) {
+      const auto f = text::split(rows[i], ',');
+      HC_CHECK(f.size() >= 4,
+               "{}/head_removal.csv line {}: expected attention,layer,head,"
+               "removal_step,...",
+               a.mask_from, i + 1);
+      if (f[3].empty()) continue;
+      const auto t = model::attention_from_name(f[0]);
+      const int64_t layer = std::stoll(f[1]), head = std::stoll(f[2]);
+      auto layers = v.model->attention_layers(t);
+      HC_CHECK(layer < static_cast<int64_t>(layers.size()) && head < layers[layer]->num_heads(),
+               "{}/head_removal.csv: {} layer {} head {} is not in {}", a.mask_from, f[0], layer,
+               head, a.checkpoint);
+      auto& m = v.masks[{static_cast<int>(t), layer}];
+      if (!m.defined()) m = torch::ones({layers[layer]->num_heads()}, device);
+      m[head] = 0.0;
+      ++removed;
+    }
+    for (auto& [key, m] : v.masks)
+      v.model->attention_layers(static_cast<model::AttentionType>(key.first))[key.second]
+          ->set_head_scale(m);
+    v.name = fmt::format("masked ({} heads)", removed);
+    variants.push_back(std::move(v));
+  }
+  for (auto& v : variants) v.model->eval();
   const auto src_vocab = data::Vocab::load(info.vocab.src_model);
   const auto corpus = data::load_corpus(c.data);
   std::vector<std::vector<int>> ids;
+  std::vector<int64_t> src_len;
   for (const auto& s : corpus.dev.src) {
     if (a.sentences > 0 && static_cast<int>(ids.size()) >= a.sentences) break;
     ids.push_back(src_vocab.encode(s));
+    src_len.push_back(static_cast<int64_t>(ids.back().size()) + 1);
   }
-  std::printf("checkpoint %s (heads %s), %zu dev sentences, batch %d, %d intra-op threads\n",
-              a.checkpoint.c_str(), info.architecture.summary().c_str(), ids.size(),
-              c.decode.batch_size, at::get_num_threads());
-  std::printf("%-6s %12s %14s %10s\n", "beam", "sentences/s", "out tokens/s", "seconds");
+  std::printf("%zu dev sentences, batch %d, %d intra-op threads, %d repeats (alternating)\n",
+              ids.size(), c.decode.batch_size, at::get_num_threads(), a.repeats);
+  torch::NoGradGuard no_grad;
   for (int beam : a.beams) {
     auto o = decode::SearchOptions::from(c.decode);
     o.beam = beam;
-    const auto t0 = std::chrono::steady_clock::now();
-    const auto out = decode::translate_ids(m, ids, o, c.decode.batch_size, device);
-    const double secs =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    size_t tokens = 0;
-    for (const auto& x : out) tokens += x.size() + 1;
-    std::printf("%-6d %12.1f %14.0f %10.1f\n", beam, ids.size() / secs, tokens / secs, secs);
+    std::vector<std::vector<double>> secs(variants.size());
+    std::vector<std::vector<int64_t>> out_len(variants.size());
+    for (int r = 0; r < a.repeats; ++r) {
+      for (size_t k = 0; k < variants.size(); ++k) {
+        const auto t0 = std::chrono::steady_clock::now();
+        const auto out =
+            decode::translate_ids(variants[k].model, ids, o, c.decode.batch_size, device);
+        secs[k].push_back(
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+        if (r == 0)
+          for (const auto& x : out) out_len[k].push_back(static_cast<int64_t>(x.size()) + 1);
+      }
+    }
+    std::printf("\nbeam %d\n%-22s %-10s %12s %16s %10s %10s %8s\n", beam, "model", "heads",
+                "sentences/s", "(min-max)", "measured", "predicted", "ratio");
+    const double base = median_of(secs[0]);
+    // Each model's FLOPs on its own output lengths (a pruned model may stop earlier or later);
+    // a masked model computes everything the full one does.
+    const double base_flops = model::decode_flops(variants[0].info.architecture, c.model,
+                                                  info.tgt_vocab_size, src_len, out_len[0], beam);
+    for (size_t k = 0; k < variants.size(); ++k) {
+      const double med = median_of(secs[k]);
+      const auto [lo, hi] = std::minmax_element(secs[k].begin(), secs[k].end());
+      const double measured = base / med;
+      const double flops = model::decode_flops(variants[k].info.architecture, c.model,
+                                               info.tgt_vocab_size, src_len, out_len[k], beam);
+      const double predicted = base_flops / flops;
+      std::printf("%-22s %-10s %12.1f %7.1f-%-8.1f %9.2fx %9.2fx %8.2f\n", variants[k].name.c_str(),
+                  variants[k].info.architecture.summary().c_str(), ids.size() / med,
+                  ids.size() / *hi, ids.size() / *lo, measured, predicted, measured / predicted);
+    }
   }
 }
 
@@ -323,6 +405,17 @@ void add_bench_command(CLI::App& app) {
   dec->add_option("--checkpoint", d->checkpoint, "Checkpoint folder")->required();
   dec->add_option("--sentences", d->sentences, "Dev sentences (0: all)")->capture_default_str();
   dec->add_option("--beams", d->beams, "Beam sizes to measure")->capture_default_str();
+  dec->add_option("--compare", d->compare,
+                  "A pruned checkpoint to time against CHECKPOINT (speed-up, and the speed-up "
+                  "its FLOPs predict)")
+      ->check(CLI::ExistingDirectory);
+  dec->add_option("--mask-from", d->mask_from,
+                  "A prune run: also time CHECKPOINT with the heads it removed masked (no "
+                  "physical pruning)")
+      ->check(CLI::ExistingDirectory);
+  dec->add_option("--repeats", d->repeats, "Alternated repetitions")
+      ->check(CLI::Range(1, 100))
+      ->capture_default_str();
   dec->callback([d] { bench_decode(*d); });
 
   train->callback([t, targs] {

@@ -104,4 +104,32 @@ void Architecture::check_against(const ModelConfig& m) const {
   }
 }
 
+// Multiply-add FLOPs (x2) of translating sentences with source lengths `src` (EOS included) into
+// outputs of lengths `out` (EOS included) with `beam` rows each, incremental decoding: the
+// matmuls only (projections, attention scores and sums, FFN, output layer).
+double decode_flops(const Architecture& a, const ModelConfig& m, int64_t vocab,
+                    const std::vector<int64_t>& src, const std::vector<int64_t>& out, int beam) {
+  const double d = m.d_model, f = m.ffn_dim, dh = static_cast<double>(a.head_dim);
+  double total = 0;
+  for (size_t i = 0; i < src.size(); ++i) {
+    const double S = static_cast<double>(src[i]), T = static_cast<double>(out[i]);
+    for (auto h : a.enc_self) {
+      const double hd = h * dh;
+      total += 2 * S * d * 3 * hd + 4 * S * S * hd + 2 * S * hd * d + 4 * S * d * f;
+    }
+    double per_row = 0;
+    for (size_t l = 0; l < a.dec_self.size(); ++l) {
+      const double hs = a.dec_self[l] * dh, hc = a.enc_dec[l] * dh;
+      per_row += 2 * S * d * 2 * hc;                          // keys and values of the source
+      per_row += T * (2 * d * 3 * hs + 2 * hs * d);           // self-attention projections
+      per_row += 4 * hs * T * (T + 1) / 2;                    // scores and sums over the prefix
+      per_row += T * (2 * d * hc + 2 * hc * d + 4 * S * hc);  // cross-attention
+      per_row += T * 4 * d * f;                               // FFN
+    }
+    per_row += T * 2 * d * static_cast<double>(vocab);  // output layer
+    total += beam * per_row;
+  }
+  return total;
+}
+
 }  // namespace headcount::model

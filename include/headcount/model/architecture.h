@@ -39,4 +39,11 @@ struct Architecture {
   void check_against(const ModelConfig& m) const;
 };
 
+// Multiply-add FLOPs (x2) of translating sentences with source lengths `src` (EOS included)
+// into outputs of lengths `out` (EOS included) with `beam` rows each, by incremental decoding:
+// the matmuls only (projections, attention scores and sums, FFN, output layer). The speed-up a
+// pruned architecture should give is the ratio of two of these.
+double decode_flops(const Architecture& a, const ModelConfig& m, int64_t vocab,
+                    const std::vector<int64_t>& src, const std::vector<int64_t>& out, int beam);
+
 }  // namespace headcount::model
