@@ -122,6 +122,20 @@ TEST(HeadSimilarity, ClassicalMdsRecoversAKnownConfiguration) {
 }  // namespace
 }  // namespace headcount::analysis
 
+namespace headcount::analysis {
+namespace {
+
+TEST(RankCorrelation, SpearmanByHandWithTies) {
+  EXPECT_NEAR(spearman({1, 2, 3, 4}, {10, 20, 30, 40}), 1.0, 1e-12);
+  EXPECT_NEAR(spearman({1, 2, 3, 4}, {4, 3, 2, 1}), -1.0, 1e-12);
+  // x ranks (0, 1.5, 1.5, 3), y ranks (0, 1, 2, 3): 4.5 / sqrt(4.5 * 5).
+  EXPECT_NEAR(spearman({1, 2, 2, 3}, {1, 2, 3, 4}), 4.5 / std::sqrt(4.5 * 5), 1e-12);
+  EXPECT_EQ(spearman({1, 1, 1}, {1, 2, 3}), 0.0);
+}
+
+}  // namespace
+}  // namespace headcount::analysis
+
 // ---- The analyzer on a tiny trained model ----
 
 #include <fmt/format.h>

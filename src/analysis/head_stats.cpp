@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 
 #include "headcount/common/check.h"
 
@@ -114,6 +115,33 @@ torch::Tensor classical_mds(const torch::Tensor& distances, int64_t dims) {
     for (int64_t i = 0; i < n; ++i) o[i][k] = eig.eigenvectors()(i, col) * s;
   }
   return out;
+}
+
+double spearman(const std::vector<double>& x, const std::vector<double>& y) {
+  auto ranks = [](const std::vector<double>& v) {
+    std::vector<size_t> idx(v.size());
+    std::iota(idx.begin(), idx.end(), 0);
+    std::stable_sort(idx.begin(), idx.end(), [&](size_t a, size_t b) { return v[a] < v[b]; });
+    std::vector<double> r(v.size());
+    for (size_t i = 0; i < idx.size();) {
+      size_t j = i;
+      while (j + 1 < idx.size() && v[idx[j + 1]] == v[idx[i]]) ++j;
+      for (size_t k = i; k <= j; ++k) r[idx[k]] = (i + j) / 2.0;
+      i = j + 1;
+    }
+    return r;
+  };
+  const auto rx = ranks(x), ry = ranks(y);
+  const double n = static_cast<double>(x.size());
+  const double mx = std::accumulate(rx.begin(), rx.end(), 0.0) / n;
+  const double my = std::accumulate(ry.begin(), ry.end(), 0.0) / n;
+  double sxy = 0, sxx = 0, syy = 0;
+  for (size_t i = 0; i < rx.size(); ++i) {
+    sxy += (rx[i] - mx) * (ry[i] - my);
+    sxx += (rx[i] - mx) * (rx[i] - mx);
+    syy += (ry[i] - my) * (ry[i] - my);
+  }
+  return sxx > 0 && syy > 0 ? sxy / std::sqrt(sxx * syy) : 0.0;
 }
 
 }  // namespace headcount::analysis

@@ -3,9 +3,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <numeric>
+#include <optional>
+#include <tuple>
 
 #include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
 
 #include "commands.h"
 #include "headcount/analysis/analyzer.h"
@@ -13,6 +17,7 @@
 #include "headcount/common/io.h"
 #include "headcount/common/log.h"
 #include "headcount/common/plot.h"
+#include "headcount/common/text.h"
 
 namespace headcount::cli {
 namespace {
@@ -249,6 +254,102 @@ void run_cluster(const AnalyzeArgs& a) {
   std::printf("wrote %s/{js_*.csv,mds.csv} and plots\n", out.c_str());
 }
 
+// L0 pruning (a prune run) against Michel et al.'s importance pruning at equal head counts, and
+// where the heads that I_h and confidence rank highest stand in the run's removal order.
+void run_compare(const AnalyzeArgs& a, const std::string& run_dir) {
+  analysis::Analyzer an(a.options);
+  const fs::path out = a.out, run = run_dir;
+  fs::create_directories(out);
+  const auto& heads = an.heads();
+  std::map<std::tuple<int, int64_t, int64_t>, size_t> index;
+  for (size_t i = 0; i < heads.size(); ++i)
+    index[{static_cast<int>(heads[i].type), heads[i].layer, heads[i].head}] = i;
+  // The run's removal steps (gated heads only; kept heads come last in the order).
+  const auto rows = io::read_lines(run / "head_removal.csv");
+  std::vector<size_t> gated;
+  std::vector<double> removal;
+  std::vector<HeadId> removed;
+  double last = 0;
+  for (size_t i = 1; i < rows.size(); ++i) {
+    const auto f = text::split(rows[i], ',');
+    HC_CHECK(f.size() >= 4, "{} line {}: expected attention,layer,head,removal_step,...",
+             (run / "head_removal.csv").string(), i + 1);
+    const auto t = model::attention_from_name(f[0]);
+    const auto it = index.find({static_cast<int>(t), std::stoll(f[1]), std::stoll(f[2])});
+    HC_CHECK(it != index.end(),
+             "{}: {} layer {} head {} is not in {} (give the checkpoint the "
+             "run started from)",
+             (run / "head_removal.csv").string(), f[0], f[1], f[2], a.options.checkpoint.string());
+    gated.push_back(it->second);
+    removal.push_back(f[3].empty() ? -1 : std::stod(f[3]));
+    if (!f[3].empty()) removed.push_back(heads[it->second]), last = std::max(last, std::stod(f[3]));
+  }
+  for (auto& r : removal)
+    if (r < 0) r = last + 1;  // kept: after every removal
+  const auto score = an.importance(a.normalize);
+  const auto stats = an.head_stats();
+  // Michel: within each gated type, mask the least important heads, as many as L0 removed.
+  std::map<int, std::vector<size_t>> by_type;
+  std::map<int, size_t> removed_per_type;
+  for (size_t g : gated) by_type[static_cast<int>(heads[g].type)].push_back(g);
+  for (const auto& h : removed) ++removed_per_type[static_cast<int>(h.type)];
+  std::vector<HeadId> michel;
+  for (auto& [t, members] : by_type) {
+    std::stable_sort(members.begin(), members.end(),
+                     [&](size_t x, size_t y) { return score[x] < score[y]; });
+    for (size_t k = 0; k < removed_per_type[t]; ++k) michel.push_back(heads[members[k]]);
+  }
+  const double full = an.bleu({});
+  const double l0_masked = an.bleu(removed);
+  const double michel_masked = an.bleu(michel);
+  analysis::AnalyzeOptions po = a.options;
+  po.checkpoint = run / "pruned";
+  std::optional<double> l0_tuned;
+  if (fs::exists(po.checkpoint / "model.pt")) l0_tuned = analysis::Analyzer(po).bleu({});
+  // Rank agreement: importance and confidence against the removal step (later = kept longer).
+  std::vector<double> imp_g, conf_g;
+  for (size_t g : gated) imp_g.push_back(score[g]), conf_g.push_back(stats[g].confidence());
+  const double rho_imp = analysis::spearman(imp_g, removal),
+               rho_conf = analysis::spearman(conf_g, removal);
+  // The five heads I_h ranks highest: their removal steps.
+  std::vector<size_t> order(gated.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t x, size_t y) { return imp_g[x] > imp_g[y]; });
+  nlohmann::ordered_json top = nlohmann::ordered_json::array();
+  for (size_t k = 0; k < std::min<size_t>(5, order.size()); ++k) {
+    const size_t g = gated[order[k]];
+    top.push_back(
+        {{"head", heads[g].label()},
+         {"importance", score[g]},
+         {"removal_step", removal[order[k]] > last ? nlohmann::ordered_json(nullptr)
+                                                   : nlohmann::ordered_json(removal[order[k]])}});
+  }
+  nlohmann::ordered_json j;
+  j["checkpoint"] = a.options.checkpoint.string();
+  j["run"] = run.string();
+  j["sentences"] = a.options.sentences;
+  j["gated_heads"] = gated.size();
+  j["removed_heads"] = removed.size();
+  j["bleu_full"] = full;
+  j["bleu_l0_heads_masked_no_finetuning"] = l0_masked;
+  j["bleu_michel_same_counts_masked_no_finetuning"] = michel_masked;
+  j["bleu_l0_pruned_checkpoint_finetuned"] = l0_tuned ? nlohmann::ordered_json(*l0_tuned) : nullptr;
+  j["spearman_importance_vs_removal_step"] = rho_imp;
+  j["spearman_confidence_vs_removal_step"] = rho_conf;
+  j["top_importance_heads"] = top;
+  io::write_file_atomic(out / "compare.json", j.dump(2) + "\n");
+  std::printf("%zu of %zu gated heads removed by L0 (%s)\n", removed.size(), gated.size(),
+              run.c_str());
+  std::printf("BLEU, %d %s sentences, beam %d:\n", a.options.sentences, a.options.split.c_str(),
+              a.options.beam);
+  std::printf("  full model                                   %6.2f\n", full);
+  std::printf("  L0's removed heads masked (no fine-tuning)   %6.2f\n", l0_masked);
+  std::printf("  Michel: as many least-I_h heads masked       %6.2f\n", michel_masked);
+  if (l0_tuned) std::printf("  L0 pruned checkpoint (after fine-tuning)     %6.2f\n", *l0_tuned);
+  std::printf("Spearman vs removal step: importance %.3f, confidence %.3f\nwrote %s\n", rho_imp,
+              rho_conf, (out / "compare.json").c_str());
+}
 }  // namespace
 
 void add_analyze_command(CLI::App& app) {
@@ -286,6 +387,19 @@ void add_analyze_command(CLI::App& app) {
       "cluster", "Jensen-Shannon distances between heads and their 2-D classical MDS embedding");
   add_common(c, *cl);
   c->callback([cl] { run_cluster(*cl); });
+  auto cmp = std::make_shared<AnalyzeArgs>();
+  auto run = std::make_shared<std::string>();
+  auto* k = cmd->add_subcommand(
+      "compare",
+      "L0 pruning (a prune run) against Michel's importance pruning at equal head "
+      "counts, and where the heads I_h and confidence rank highest were removed");
+  add_common(k, *cmp);
+  k->add_option("--run", *run, "The prune run (started from --checkpoint)")
+      ->required()
+      ->check(CLI::ExistingDirectory);
+  k->add_flag("--normalize", cmp->normalize, "Layer-normalised I_h");
+  k->add_option("--beam", cmp->options.beam, "Beam for BLEU (1: greedy)")->capture_default_str();
+  k->callback([cmp, run] { run_compare(*cmp, *run); });
 }
 
 }  // namespace headcount::cli

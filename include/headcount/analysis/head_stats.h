@@ -59,4 +59,7 @@ torch::Tensor pairwise_js(const torch::Tensor& heads);
 // square roots. Returns [n, dims] (double).
 torch::Tensor classical_mds(const torch::Tensor& distances, int64_t dims = 2);
 
+// Spearman's rank correlation of x and y (ties get their mean rank; 0 when either is constant).
+double spearman(const std::vector<double>& x, const std::vector<double>& y);
+
 }  // namespace headcount::analysis
