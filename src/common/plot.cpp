@@ -38,7 +38,7 @@ bool run_gnuplot(const fs::path& script) {
 }
 
 bool heatmaps(const fs::path& png, const std::string& title, const std::vector<Panel>& panels,
-              const std::string& colour_label) {
+              const std::string& colour_label, const ColourScale& scale) {
   if (panels.empty()) return false;
   double lo = std::numeric_limits<double>::infinity(), hi = -lo;
   for (const auto& p : panels)
@@ -46,6 +46,8 @@ bool heatmaps(const fs::path& png, const std::string& title, const std::vector<P
       for (double v : row)
         if (!std::isnan(v)) lo = std::min(lo, v), hi = std::max(hi, v);
   if (!std::isfinite(lo)) lo = 0, hi = 1;
+  if (scale.lo) lo = *scale.lo;
+  if (scale.hi) hi = *scale.hi;
   if (hi <= lo) hi = lo + 1;
   fs::path base = png;
   base.replace_extension("");
@@ -53,9 +55,11 @@ bool heatmaps(const fs::path& png, const std::string& title, const std::vector<P
   gp += fmt::format("set terminal pngcairo noenhanced size {},440 font ',10'\n",
                     360 * panels.size() + 80);
   gp += fmt::format("set output {}\n", quote(png));
-  gp += fmt::format("set multiplot layout 1,{} title '{}'\n", panels.size(), title);
-  gp += fmt::format("set cbrange [{}:{}]\nset cblabel '{}'\n", lo, hi, colour_label);
-  gp += "set palette rgbformulae 30,31,32\nset datafile missing 'NaN'\n";
+  // The colour's meaning goes into the title: a colour-box label would run into the next panel.
+  gp += fmt::format("set multiplot layout 1,{} title '{} (colour: {})'\n", panels.size(), title,
+                    colour_label);
+  gp += fmt::format("set cbrange [{}:{}]\n", lo, hi);
+  gp += fmt::format("set palette {}\nset datafile missing 'NaN'\n", scale.palette);
   gp += "set xlabel 'head'\nset ylabel 'layer'\nset tics out\nset xtics 1\nset ytics 1\n";
   gp += "unset key\n";
   for (size_t k = 0; k < panels.size(); ++k) {

@@ -14,6 +14,7 @@
 #include "headcount/common/check.h"
 #include "headcount/common/io.h"
 #include "headcount/common/log.h"
+#include "headcount/common/plot.h"
 #include "headcount/common/text.h"
 #include "headcount/sweep/sweep.h"
 
@@ -155,21 +156,10 @@ std::optional<RemovalGrid> removal_grid(const fs::path& run) {
   return g;
 }
 
-bool have_gnuplot() {
-  return std::system("command -v gnuplot >/dev/null 2>&1") == 0;
-}
-
-std::string gp_quote(const fs::path& p) {
-  std::string s = p.string();
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("''") : std::string(1, c);
-  return out + "'";
-}
-
 std::vector<fs::path> write_plots(const Report& r, const fs::path& dir,
                                   const std::optional<double>& baseline_bleu) {
   std::vector<fs::path> made;
-  if (!have_gnuplot()) {
+  if (!plot::have_gnuplot()) {
     log::warn("report: gnuplot not found (apt-get install gnuplot-nox): no plots");
     return made;
   }
@@ -187,13 +177,13 @@ std::vector<fs::path> write_plots(const Report& r, const fs::path& dir,
   io::write_file_atomic(pd / "bleu_vs_heads.dat", dat);
   std::string gp;
   gp += "set terminal pngcairo noenhanced size 900,600 font ',11'\n";
-  gp += fmt::format("set output {}\n", gp_quote(pd / "bleu_vs_heads.png"));
+  gp += fmt::format("set output {}\n", plot::quote(pd / "bleu_vs_heads.png"));
   gp += "set datafile missing 'NaN'\nset grid\nset key bottom right\n";
   gp += "set xlabel 'attention heads kept (encoder + decoder + decoder-encoder)'\n";
   gp += fmt::format("set ylabel '{}'\n", r.bleu_label);
   gp += "set offsets graph 0.05, graph 0.05, graph 0.1, graph 0.1\n";
   gp += fmt::format("plot {} using 1:2 with points pt 7 ps 1.5 title 'pruned (from trained)', \\\n",
-                    gp_quote(pd / "bleu_vs_heads.dat"));
+                    plot::quote(pd / "bleu_vs_heads.dat"));
   gp += "  '' using 1:2:4 with labels offset 0,1 font ',8' notitle, \\\n";
   gp += "  '' using 1:3 with points pt 5 ps 1.3 title 'pruned architecture from scratch'";
   if (baseline_bleu) {
@@ -202,56 +192,31 @@ std::vector<fs::path> write_plots(const Report& r, const fs::path& dir,
   }
   gp += "\n";
   io::write_file_atomic(pd / "bleu_vs_heads.gp", gp);
-  if (std::system(fmt::format("gnuplot {} 2>{}", gp_quote(pd / "bleu_vs_heads.gp"),
-                              gp_quote(pd / "gnuplot.log"))
-                      .c_str()) == 0) {
-    made.push_back(pd / "bleu_vs_heads.png");
-  } else {
-    log::warn("report: gnuplot failed; see {}", (pd / "gnuplot.log").string());
-  }
+  if (plot::run_gnuplot(pd / "bleu_vs_heads.gp")) made.push_back(pd / "bleu_vs_heads.png");
   // Who goes first: one figure per run, a layer x head grid per gated type.
   for (const auto& row : r.rows) {
     if (row.name == "baseline") continue;
     const auto g = removal_grid(dir / row.name);
     if (!g || g->grid.empty()) continue;
-    const double kept = g->last_step * 1.1 + 1;
-    std::string s;
-    s += fmt::format("set terminal pngcairo noenhanced size {},420 font ',10'\n",
-                     380 * g->grid.size());
-    s += fmt::format("set output {}\n", gp_quote(pd / fmt::format("removal_{}.png", row.name)));
-    s += fmt::format(
-        "set multiplot layout 1,{} title 'Heads removed in {} (colour: removal step; "
-        "yellow: kept)'\n",
-        g->grid.size(), row.name);
-    s += fmt::format(
-        "set cbrange [0:{}]\nset palette defined (0 'black', 0.5 'red', {} "
-        "'orange', {} 'yellow')\n",
-        kept, g->last_step / kept * 0.999, 1.0);
-    s += "set xlabel 'head'\nset ylabel 'layer'\nset tics out\nset xtics 1\nset ytics 1\n"
-         "unset key\n";
+    const double kept = g->last_step * 1.1 + 1;  // kept heads: the top colour
+    std::vector<plot::Panel> panels;
     for (const char* type : kTypes) {
       if (!g->grid.count(type)) continue;
-      const auto& rows = g->grid.at(type);
-      const fs::path f = pd / fmt::format("removal_{}_{}.dat", row.name, type);
-      std::string m;
-      for (const auto& layer : rows) {
-        std::vector<std::string> v;
-        for (double x : layer)
-          v.push_back(std::isnan(x) ? fmt::format("{}", kept) : fmt::format("{}", x));
-        m += fmt::format("{}\n", fmt::join(v, " "));
-      }
-      io::write_file_atomic(f, m);
-      s += fmt::format("set title '{}'\nset xrange [-0.5:{}.5]\nset yrange [-0.5:{}.5]\n", type,
-                       rows.empty() ? 0 : rows[0].size() - 1, rows.size() - 1);
-      s += fmt::format("plot {} matrix with image\n", gp_quote(f));
+      plot::Panel p{type, g->grid.at(type)};
+      for (auto& layer : p.values)
+        for (auto& x : layer)
+          if (std::isnan(x)) x = kept;
+      panels.push_back(std::move(p));
     }
-    s += "unset multiplot\n";
-    const fs::path script = pd / fmt::format("removal_{}.gp", row.name);
-    io::write_file_atomic(script, s);
-    if (std::system(fmt::format("gnuplot {} 2>>{}", gp_quote(script), gp_quote(pd / "gnuplot.log"))
-                        .c_str()) == 0) {
-      made.push_back(pd / fmt::format("removal_{}.png", row.name));
-    }
+    plot::ColourScale scale;
+    scale.palette = fmt::format("defined (0 'black', 0.5 'red', {} 'orange', 1 'yellow')",
+                                g->last_step / kept * 0.999);
+    scale.lo = 0;
+    scale.hi = kept;
+    const fs::path png = pd / fmt::format("removal_{}.png", row.name);
+    if (plot::heatmaps(png, fmt::format("Heads removed in {}", row.name), panels,
+                       "removal step; yellow: kept", scale))
+      made.push_back(png);
   }
   return made;
 }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,9 +25,16 @@ struct Panel {
   std::vector<std::vector<double>> values;
 };
 
+// The colour scale of a heat map: gnuplot's `set palette` arguments and the range (default: the
+// values' own range).
+struct ColourScale {
+  std::string palette = "rgbformulae 30,31,32";
+  std::optional<double> lo, hi;
+};
+
 // Side-by-side heat maps with one colour scale, written to `png` (with .gp and .dat beside it).
 // Returns false when no image was made.
 bool heatmaps(const fs::path& png, const std::string& title, const std::vector<Panel>& panels,
-              const std::string& colour_label);
+              const std::string& colour_label, const ColourScale& scale = {});
 
 }  // namespace headcount::plot
