@@ -9,6 +9,7 @@
 
 #include "headcount/common/check.h"
 #include "headcount/common/io.h"
+#include "headcount/common/text.h"
 #include "headcount/dist/distributed.h"
 #include "headcount/sweep/report.h"
 #include "headcount/sweep/sweep.h"
@@ -468,6 +469,26 @@ retrain:
   EXPECT_TRUE(fs::exists(o.out / "lambda-0.0" / "eval-dev.json"));
   EXPECT_TRUE(rep2.rows[1].sentences_per_s.has_value());
   EXPECT_TRUE(rep2.rows[2].bleu_scratch.has_value());
+  // With --analysis: the kept heads by function and L0 against importance pruning, per run.
+  ro.analysis_sentences = 8;
+  const auto rep3 = sweep::write_report(ro);
+  const auto rows = io::read_lines(o.out / "results_analysis.csv");
+  ASSERT_EQ(rows.size(), 3u) << rep3.analysis_markdown;
+  auto field = [](const std::string& line, size_t k) { return text::split(line, ',').at(k); };
+  // lambda 0 keeps all 6 heads, each with one function; lambda 100 keeps none.
+  EXPECT_EQ(
+      std::stoi(field(rows[1], 1)) + std::stoi(field(rows[1], 2)) + std::stoi(field(rows[1], 3)), 6)
+      << rows[1];
+  EXPECT_EQ(rows[2].substr(0, rows[2].find(',', rows[2].find(',') + 1)), "lambda-100.0,0")
+      << rows[2];
+  const auto cmp =
+      nlohmann::json::parse(io::read_file(o.out / "lambda-100.0" / "analysis" / "compare.json"));
+  EXPECT_EQ(cmp["removed_heads"], 6);
+  EXPECT_EQ(cmp["gated_heads"], 6);
+  // Every head masked either way: L0's and importance's masks are the same set.
+  EXPECT_DOUBLE_EQ(cmp["bleu_l0_heads_masked_no_finetuning"].get<double>(),
+                   cmp["bleu_michel_same_counts_masked_no_finetuning"].get<double>());
+  EXPECT_NE(rep3.analysis_markdown.find("| lambda-0.0 |"), std::string::npos);
 }
 
 }  // namespace

@@ -123,6 +123,7 @@ void add_report_command(CLI::App& app) {
     std::string dir;
     std::string split;
     bool no_plots = false;
+    int analysis = 0;
   };
   auto a = std::make_shared<Args>();
   auto* cmd = app.add_subcommand(
@@ -133,12 +134,17 @@ void add_report_command(CLI::App& app) {
                   "default: the dev BLEU the runs logged")
       ->check(CLI::IsMember({"dev", "test"}));
   cmd->add_flag("--no-plots", a->no_plots, "Skip the gnuplot figures");
+  cmd->add_option("--analysis", a->analysis,
+                  "Also analyse each finished prune run on N sentences: functions of the kept "
+                  "heads, L0 against importance pruning (cached in RUN/analysis)")
+      ->check(CLI::Range(0, 1000000));
   cmd->callback([a] {
     sweep::ReportOptions o;
     o.dir = a->dir;
     o.executable = self_executable();
     o.split = a->split;
     o.plots = !a->no_plots;
+    o.analysis_sentences = a->analysis;
     const auto r = sweep::write_report(o);
     std::printf("%s", r.markdown.c_str());
     std::printf("\nwrote %s and %s\n", (o.dir / "results.csv").c_str(),

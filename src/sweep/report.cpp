@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "headcount/common/check.h"
+#include "headcount/common/config.h"
 #include "headcount/common/io.h"
 #include "headcount/common/log.h"
 #include "headcount/common/plot.h"
@@ -228,6 +229,72 @@ std::string csv_field(const std::string& s) {
   return out + "\"";
 }
 
+// Functions of the kept heads and L0 against importance pruning, for each finished prune run.
+std::string analysis_section(const ReportOptions& o, const Report& r) {
+  const std::string split = o.split.empty() ? "dev" : o.split;
+  const std::string n = std::to_string(o.analysis_sentences);
+  std::string csv =
+      "run,kept_positional,kept_rare_token,kept_none,spearman_importance_removal,"
+      "spearman_confidence_removal,bleu_full,bleu_l0_masked,bleu_importance_masked\n";
+  std::string md = fmt::format(
+      "\nAnalysis ({} {} sentences, greedy): the kept heads by function (as `headcount analyze "
+      "heads` names them), Spearman's correlation of I_h and of confidence with the removal order, "
+      "and BLEU of the starting model with L0's removed heads masked against as many "
+      "least-important (I_h) heads masked, no fine-tuning.\n\n",
+      n, split);
+  md +=
+      "| run | kept: positional / rare-token / none | rho(I_h) | rho(confidence) | start BLEU | L0 "
+      "heads masked | I_h heads masked |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n";
+  for (const auto& row : r.rows) {
+    const fs::path run = o.dir / row.name;
+    if (row.name == "baseline" || row.state != "done" || !fs::exists(run / "pruned")) continue;
+    const fs::path adir = run / "analysis";
+    fs::create_directories(adir);
+    if (!fs::exists(adir / "heads.csv")) {
+      log::info("report: analysing the heads of {}", (run / "pruned").string());
+      run_command(o.executable,
+                  {"analyze", "heads", "--checkpoint", (run / "pruned").string(), "--split", split,
+                   "--sentences", n, "--out", adir.string()},
+                  adir / "analyze.log");
+    }
+    if (!fs::exists(adir / "compare.json")) {
+      const auto init = load_config_file(run / "config.yaml").prune.init_from;
+      log::info("report: comparing {} with importance pruning of {}", row.name, init);
+      run_command(o.executable,
+                  {"analyze", "compare", "--checkpoint", init, "--run", run.string(), "--split",
+                   split, "--sentences", n, "--out", adir.string()},
+                  adir / "analyze.log");
+    }
+    std::map<std::string, int> functions;
+    if (fs::exists(adir / "heads.csv")) {
+      const auto lines = io::read_lines(adir / "heads.csv");
+      for (size_t i = 1; i < lines.size(); ++i) ++functions[text::split(lines[i], ',').back()];
+    }
+    const auto c = read_json(adir / "compare.json");
+    auto val = [&](const char* key) {
+      return c && c->contains(key) && (*c)[key].is_number()
+                 ? std::optional<double>((*c)[key].get<double>())
+                 : std::nullopt;
+    };
+    csv += fmt::format("{},{},{},{},{},{},{},{},{}\n", csv_field(row.name), functions["positional"],
+                       functions["rare-token"], functions["none"],
+                       num(val("spearman_importance_vs_removal_step"), 3),
+                       num(val("spearman_confidence_vs_removal_step"), 3), num(val("bleu_full")),
+                       num(val("bleu_l0_heads_masked_no_finetuning")),
+                       num(val("bleu_michel_same_counts_masked_no_finetuning")));
+    auto cell = [](const std::string& v) { return v.empty() ? std::string("-") : v; };
+    md += fmt::format("| {} | {} / {} / {} | {} | {} | {} | {} | {} |\n", row.name,
+                      functions["positional"], functions["rare-token"], functions["none"],
+                      cell(num(val("spearman_importance_vs_removal_step"), 3)),
+                      cell(num(val("spearman_confidence_vs_removal_step"), 3)),
+                      cell(num(val("bleu_full"))),
+                      cell(num(val("bleu_l0_heads_masked_no_finetuning"))),
+                      cell(num(val("bleu_michel_same_counts_masked_no_finetuning"))));
+  }
+  io::write_file_atomic(o.dir / "results_analysis.csv", csv);
+  return md;
+}
+
 }  // namespace
 
 std::string heads_summary(const std::vector<int64_t>& heads) {
@@ -394,6 +461,10 @@ Report write_report(const ReportOptions& o) {
     for (const auto& p : r.plots)
       md += fmt::format(" [{}]({})", p.filename().string(), fs::relative(p, o.dir).string());
     md += "\n";
+  }
+  if (o.analysis_sentences > 0) {
+    r.analysis_markdown = analysis_section(o, r);
+    md += r.analysis_markdown;
   }
   r.markdown = md;
   io::write_file_atomic(o.dir / "results.md", md);

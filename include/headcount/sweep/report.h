@@ -20,6 +20,10 @@ struct ReportOptions {
   // in the run folder as eval-SPLIT.json).
   std::string split;
   bool plots = true;
+  // > 0: also analyse every finished prune run on this many sentences of the split (`headcount
+  // analyze heads` on its pruned checkpoint, `analyze compare` against its init_from; cached in
+  // RUN/analysis/): the functions of the kept heads, and L0 against importance pruning.
+  int analysis_sentences = 0;
 };
 
 struct ReportRow {
@@ -37,6 +41,7 @@ struct Report {
   std::vector<ReportRow> rows;  // the baseline first when the sweep names one
   std::string bleu_label;       // what the BLEU column is
   std::string markdown;
+  std::string analysis_markdown;  // with analysis_sentences > 0
   std::vector<fs::path> plots;
 };
 
