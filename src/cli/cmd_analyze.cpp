@@ -354,7 +354,7 @@ void run_compare(const AnalyzeArgs& a, const std::string& run_dir) {
 
 void add_analyze_command(CLI::App& app) {
   auto* cmd = app.add_subcommand(
-      "analyze", "Head analyses of a checkpoint: importance, ablate, heads, cluster");
+      "analyze", "Head analyses of a checkpoint: importance, ablate, heads, compare, cluster");
   cmd->require_subcommand(1);
   auto imp = std::make_shared<AnalyzeArgs>();
   auto* i =

@@ -361,7 +361,8 @@ void bench_decode(const DecodeBenchArgs& a) {
 }  // namespace
 
 void add_bench_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand("bench", "Benchmarks: BLAS speed and thread settings");
+  auto* cmd = app.add_subcommand(
+      "bench", "Benchmarks: BLAS, threads, training step, decoding (pruned vs full)");
   cmd->require_subcommand(1);
   auto* blas = cmd->add_subcommand("blas", "Identify the BLAS and measure its matmul speed");
   blas->callback([] {
