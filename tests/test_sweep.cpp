@@ -99,32 +99,25 @@ TEST(Sweep, BadSweepFilesNameTheLineAndTheProblem) {
                 .find("bad.yaml:4: run 'lrr-1': --set train.lrr=1: unknown key 'train.lrr'; did "
                       "you mean 'train.lr'?"),
             std::string::npos);
-  EXPECT_NE(err("command: train\n" + cfg + "grid:\n  train.lr: fast\n").find("bad.yaml:4"),
-            std::string::npos);
-  EXPECT_NE(err("command: train\n" + cfg + "grid:\n  train.lr: [abc]\n").find("train.lr"),
-            std::string::npos);
-  EXPECT_NE(err("command: train\n" + cfg).find("no runs"), std::string::npos);
-  EXPECT_NE(err("command: fit\n" + cfg + "grid: {seed: [1]}\n").find("expected train or prune"),
-            std::string::npos);
-  EXPECT_NE(err("command: train\nconfigs: [nope.yaml]\ngrid: {seed: [1]}\n").find("nope.yaml"),
-            std::string::npos);
-  EXPECT_NE(err("command: train\n" + cfg + "grid: {seed: [1]}\nworkers: 2\n")
-                .find("unknown sweep key 'workers'"),
-            std::string::npos);
-  EXPECT_NE(err("command: train\n" + cfg + "runs: [{seed: 1}, {seed: 1}]\n")
-                .find("two runs are named 'seed-1'"),
-            std::string::npos);
-  EXPECT_NE(err("command: prune\n" + cfg + "grid: {prune.lambda: [0.1]}\n")
-                .find("prune.init_from is empty"),
-            std::string::npos);
-  EXPECT_NE(err("command: train\n" + cfg + "grid: {seed: [1]}\nretrain: {configs: [x]}\n")
-                .find("only a prune sweep"),
-            std::string::npos);
-  EXPECT_NE(err("command: train\n" + cfg + "grid: {seed: [1]}\nslurm: {gpus: 2}\n")
-                .find("slurm: unknown key 'gpus'"),
-            std::string::npos);
-  EXPECT_NE(err("command: train\n" + cfg + "grid: {seed: [1]\n").find("not valid YAML"),
-            std::string::npos);
+  const std::pair<std::string, std::string> cases[] = {
+      {"command: train\n" + cfg + "grid:\n  train.lr: fast\n", "bad.yaml:4"},
+      {"command: train\n" + cfg + "grid:\n  train.lr: [abc]\n", "train.lr"},
+      {"command: train\n" + cfg, "no runs"},
+      {"command: fit\n" + cfg + "grid: {seed: [1]}\n", "expected train or prune"},
+      {"command: train\nconfigs: [nope.yaml]\ngrid: {seed: [1]}\n", "nope.yaml"},
+      {"command: train\n" + cfg + "grid: {seed: [1]}\nworkers: 2\n", "unknown sweep key 'workers'"},
+      {"command: train\n" + cfg + "runs: [{seed: 1}, {seed: 1}]\n", "two runs are named 'seed-1'"},
+      {"command: prune\n" + cfg + "grid: {prune.lambda: [0.1]}\n", "prune.init_from is empty"},
+      {"command: train\n" + cfg + "grid: {seed: [1]}\nretrain: {configs: [x]}\n",
+       "only a prune sweep"},
+      {"command: train\n" + cfg + "grid: {seed: [1]}\nslurm: {gpus: 2}\n",
+       "slurm: unknown key 'gpus'"},
+      {"command: train\n" + cfg + "grid: {seed: [1]\n", "not valid YAML"},
+  };
+  for (const auto& [text, want] : cases) {
+    const std::string e = err(text);
+    EXPECT_NE(e.find(want), std::string::npos) << text << "\n-> " << e;
+  }
 }
 
 // Runs two tiny training points two at a time, one of which cannot start (its data folder does

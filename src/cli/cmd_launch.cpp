@@ -34,9 +34,7 @@ void add_launch_command(CLI::App& app) {
     o.cores = a->cores;
     o.grace_seconds = a->grace;
     o.args = rest;
-    std::error_code ec;
-    o.executable = std::filesystem::read_symlink("/proc/self/exe", ec);
-    HC_CHECK(!ec, "cannot find the headcount executable (/proc/self/exe)");
+    o.executable = self_executable();
     const int code = dist::launch(o);
     if (code != 0) std::exit(code);
   });

@@ -13,16 +13,6 @@
 #include "headcount/sweep/sweep.h"
 
 namespace headcount::cli {
-namespace {
-
-fs::path self_executable() {
-  std::error_code ec;
-  const auto p = fs::read_symlink("/proc/self/exe", ec);
-  HC_CHECK(!ec, "cannot find the headcount executable (/proc/self/exe)");
-  return p;
-}
-
-}  // namespace
 
 void add_sweep_command(CLI::App& app) {
   struct Args {

@@ -46,6 +46,8 @@ void add_config_args(CLI::App* cmd, ConfigArgs& args, bool positional = true);
 bool resolve_config(const ConfigArgs& args, Config* config);
 // Applies threads.* and checks the BLAS: call before any tensor work.
 void setup_runtime(const Config& config);
+// This headcount binary (sweeps, reports and the launcher start it again).
+std::filesystem::path self_executable();
 // Joins the process group when started as one of several processes (torchrun / srun /
 // headcount launch environment); does nothing for one process.
 void setup_distributed(const Config& config, train::TrainOptions& o, int timeout_s);

@@ -1,6 +1,7 @@
 #include <cstdio>
 
 #include "commands.h"
+#include "headcount/common/check.h"
 #include "headcount/common/runtime.h"
 
 namespace headcount::cli {
@@ -27,6 +28,13 @@ bool resolve_config(const ConfigArgs& args, Config* config) {
     return false;
   }
   return true;
+}
+
+std::filesystem::path self_executable() {
+  std::error_code ec;
+  const auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
+  HC_CHECK(!ec, "cannot find the headcount executable (/proc/self/exe)");
+  return p;
 }
 
 void setup_runtime(const Config& config) {
