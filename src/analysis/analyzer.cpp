@@ -278,4 +278,68 @@ torch::Tensor Analyzer::js_distances(AttentionType type) {
   return total;
 }
 
+SyntaxResult Analyzer::syntax(const std::vector<DepSentence>& parses) {
+  auto& st = *s_;
+  HC_CHECK(parses.size() >= st.examples.size(),
+           "the CoNLL-U file has {} sentences, the analysis uses {} of the {} split: give parses "
+           "of (at least) its first {} source sentences, in order",
+           parses.size(), st.examples.size(), st.options.split, st.examples.size());
+  torch::NoGradGuard no_grad;
+  SyntaxResult r;
+  for (const auto& h : st.heads)
+    if (h.type == AttentionType::kEncSelf) r.heads.push_back(h);
+  r.stats.resize(r.heads.size());
+  // Piece -> word maps (EOS and unmatched pieces: -1); nullopt for sentences that do not match.
+  std::vector<std::optional<std::vector<int64_t>>> maps(st.examples.size());
+  std::string first_mismatch;
+  for (size_t i = 0; i < st.examples.size(); ++i) {
+    std::vector<std::string> pieces, words;
+    for (int id : st.examples[i].src) pieces.push_back(st.src_vocab->piece(id));
+    for (const auto& w : parses[i].words) words.push_back(w.form);
+    maps[i] = map_pieces_to_words(pieces, words);
+    if (!maps[i]) {
+      ++r.unmatched;
+      if (first_mismatch.empty())
+        first_mismatch =
+            fmt::format("sentence {} (CoNLL-U line {}): pieces '{}' against words '{}'", i + 1,
+                        parses[i].line, fmt::join(pieces, " "), fmt::join(words, " "));
+      continue;
+    }
+    maps[i]->push_back(-1);  // EOS
+    ++r.sentences;
+  }
+  HC_CHECK(r.unmatched * 2 <= static_cast<int64_t>(st.examples.size()),
+           "{} of {} source sentences do not match their CoNLL-U parse (the parses must be of the "
+           "{} split's source side, in order); first: {}",
+           r.unmatched, st.examples.size(), st.options.split, first_mismatch);
+  auto layers = st.model->attention_layers(AttentionType::kEncSelf);
+  for (auto& l : layers) l->set_record(true);
+  for (const auto& idx : st.batches) {
+    const auto b = train::collate(st.examples, idx, st.device);
+    st.model->encode(b.src);
+    const auto src_len = b.src.ne(data::kPadId).sum(1).cpu();
+    std::vector<torch::Tensor> w(layers.size());
+    for (size_t l = 0; l < layers.size(); ++l)
+      if (layers[l]->num_heads() > 0) w[l] = layers[l]->last_weights().cpu();  // [B, H, S, S]
+    for (size_t i = 0; i < idx.size(); ++i) {
+      const auto& map = maps[idx[i]];
+      if (!map) continue;
+      const auto& parse = parses[idx[i]];
+      const int64_t ns = src_len[static_cast<int64_t>(i)].item<int64_t>();
+      const auto n_words = static_cast<int64_t>(parse.words.size());
+      std::vector<bool> has_piece(n_words, false);
+      for (auto wi : *map)
+        if (wi >= 0) has_piece[wi] = true;
+      r.baseline.add(parse, has_piece);
+      size_t k = 0;
+      for (const auto& h : r.heads) {
+        const auto a = w[h.layer][static_cast<int64_t>(i)][h.head].slice(0, 0, ns).slice(1, 0, ns);
+        r.stats[k++].add(word_attention(a, *map, n_words), parse, has_piece);
+      }
+    }
+  }
+  for (auto& l : layers) l->set_record(false);
+  return r;
+}
+
 }  // namespace headcount::analysis

@@ -6,6 +6,7 @@
 #include <map>
 #include <numeric>
 #include <optional>
+#include <set>
 #include <tuple>
 
 #include <fmt/ranges.h>
@@ -29,6 +30,10 @@ struct AnalyzeArgs {
   analysis::AnalyzeOptions options;
   std::string out;
   bool normalize = false;
+  std::string conllu;  // heads: dependency parses of the split's source sentences
+  std::vector<std::string> relations{"nsubj", "obj", "amod", "advmod"};
+  double margin = 0.10;
+  double min_arcs = 20;
 };
 
 void add_common(CLI::App* cmd, AnalyzeArgs& a) {
@@ -170,14 +175,60 @@ void run_ablate(const AnalyzeArgs& a) {
 }
 
 void run_heads(const AnalyzeArgs& a) {
+  // Read the parses before the (slow) model work, so that a bad file fails at once.
+  std::optional<std::vector<analysis::DepSentence>> parses;
+  if (!a.conllu.empty()) {
+    parses = analysis::read_conllu(a.conllu);
+    HC_CHECK(!parses->empty(), "{}: no sentence in the CoNLL-U file", a.conllu);
+  }
   analysis::Analyzer an(a.options);
   const fs::path out = a.out;
   fs::create_directories(out);
   const auto& heads = an.heads();
   const auto stats = an.head_stats();
+  // Syntactic functions of the encoder self-attention heads.
+  std::map<std::tuple<int, int64_t, int64_t>, analysis::SyntacticVerdict> verdicts;
+  std::vector<double> gain(heads.size(), std::nan(""));
+  if (parses) {
+    const auto r = an.syntax(*parses);
+    log::info("syntax: {} sentences matched their parses, {} skipped (pieces and words differ)",
+              r.sentences, r.unmatched);
+    std::string sc =
+        "attention,layer,head,relation,direction,arcs,accuracy,baseline,baseline_offset,gain\n";
+    std::set<std::string> rels;
+    for (const auto& [rel, _] : r.baseline.counts) rels.insert(rel);
+    for (size_t k = 0; k < r.heads.size(); ++k) {
+      for (const auto& rel : rels)
+        for (auto d :
+             {analysis::DepDirection::kDependentToHead, analysis::DepDirection::kHeadToDependent}) {
+          const auto it = r.stats[k].relations.find(rel);
+          if (it == r.stats[k].relations.end()) continue;
+          const auto& c = it->second[static_cast<int>(d)];
+          const auto [off, base] = r.baseline.best(rel, d);
+          sc += fmt::format("{},{},{},{},{:.4f},{:.4f},{},{:+.4f}\n", head_cols(r.heads[k]), rel,
+                            analysis::direction_name(d), c.total, c.accuracy(), base, off,
+                            c.accuracy() - base);
+        }
+      const auto v =
+          analysis::syntactic_verdict(r.stats[k], r.baseline, a.relations, a.margin, a.min_arcs);
+      const auto& h = r.heads[k];
+      verdicts[{static_cast<int>(h.type), h.layer, h.head}] = v;
+    }
+    io::write_file_atomic(out / "syntax.csv", sc);
+    std::string bc = "relation,direction,arcs,best_offset,accuracy\n";
+    for (const auto& rel : rels)
+      for (auto d :
+           {analysis::DepDirection::kDependentToHead, analysis::DepDirection::kHeadToDependent}) {
+        const auto [off, acc] = r.baseline.best(rel, d);
+        bc += fmt::format("{},{},{},{},{:.4f}\n", rel, analysis::direction_name(d),
+                          r.baseline.arcs(rel, d), off, acc);
+      }
+    io::write_file_atomic(out / "syntax_baseline.csv", bc);
+  }
   std::string csv =
       "attention,layer,head,confidence,entropy,attention_eos,attention_prev,attention_same,"
-      "attention_next,top_offset,top_offset_share,positional,rare_fraction,function\n";
+      "attention_next,top_offset,top_offset_share,positional,rare_fraction,syntactic,"
+      "syntactic_relation,syntactic_accuracy,syntactic_baseline,function\n";
   std::vector<double> conf, ent;
   for (size_t i = 0; i < heads.size(); ++i) {
     const auto& s = stats[i];
@@ -185,14 +236,26 @@ void run_heads(const AnalyzeArgs& a) {
     const bool self = heads[i].type != AttentionType::kEncDec;
     const bool positional = self && s.positional() && off != 0;
     const bool rare = s.rare_fraction() >= 0.5;
-    const char* fn = positional ? "positional" : rare ? "rare-token" : "none";
-    csv += fmt::format("{},{:.4f},{:.4f},{:.4f},{},{},{},{},{},{},{:.4f},{}\n", head_cols(heads[i]),
-                       s.confidence(), s.entropy(), s.attention_to_eos(),
-                       self ? fmt::format("{:.4f}", s.attention_prev()) : "",
-                       self ? fmt::format("{:.4f}", s.attention_same()) : "",
-                       self ? fmt::format("{:.4f}", s.attention_next()) : "",
-                       self ? std::to_string(off) : "", self ? fmt::format("{:.4f}", share) : "",
-                       positional ? 1 : 0, s.rare_fraction(), fn);
+    const auto v = verdicts.find({static_cast<int>(heads[i].type), heads[i].layer, heads[i].head});
+    const bool has_syntax = v != verdicts.end() && !v->second.relation.empty();
+    const bool syntactic = has_syntax && v->second.syntactic;
+    if (has_syntax) gain[i] = v->second.accuracy - v->second.baseline;
+    std::vector<std::string> fn;
+    if (positional) fn.push_back("positional");
+    if (syntactic) fn.push_back("syntactic");
+    if (rare) fn.push_back("rare-token");
+    if (fn.empty()) fn.push_back("none");
+    csv += fmt::format(
+        "{},{:.4f},{:.4f},{:.4f},{},{},{},{},{},{},{:.4f},{},{},{},{},{}\n", head_cols(heads[i]),
+        s.confidence(), s.entropy(), s.attention_to_eos(),
+        self ? fmt::format("{:.4f}", s.attention_prev()) : "",
+        self ? fmt::format("{:.4f}", s.attention_same()) : "",
+        self ? fmt::format("{:.4f}", s.attention_next()) : "", self ? std::to_string(off) : "",
+        self ? fmt::format("{:.4f}", share) : "", positional ? 1 : 0, s.rare_fraction(),
+        has_syntax ? (syntactic ? "1" : "0") : "",
+        has_syntax ? v->second.relation + " " + analysis::direction_name(v->second.direction) : "",
+        has_syntax ? fmt::format("{:.4f}", v->second.accuracy) : "",
+        has_syntax ? fmt::format("{:.4f}", v->second.baseline) : "", fmt::join(fn, "+"));
     conf.push_back(s.confidence());
     ent.push_back(s.entropy());
   }
@@ -200,7 +263,18 @@ void run_heads(const AnalyzeArgs& a) {
   plot::heatmaps(out / "confidence.png", "Head confidence (mean max weight, EOS excluded)",
                  panels(an, conf), "confidence");
   plot::heatmaps(out / "entropy.png", "Attention entropy (nats)", panels(an, ent), "entropy");
-  std::printf("wrote %s/heads.csv and plots\n", out.c_str());
+  if (parses) {
+    std::vector<plot::Panel> p;
+    for (auto& panel : panels(an, gain))
+      if (panel.title == model::attention_name(AttentionType::kEncSelf)) p.push_back(panel);
+    if (!p.empty())
+      plot::heatmaps(out / "syntax.png",
+                     fmt::format("Best syntactic accuracy minus its fixed-offset baseline ({})",
+                                 fmt::join(a.relations, ", ")),
+                     p, "accuracy gain");
+  }
+  std::printf("wrote %s/heads.csv%s and plots\n", out.c_str(),
+              parses ? ", syntax.csv, syntax_baseline.csv" : "");
 }
 
 void run_cluster(const AnalyzeArgs& a) {
@@ -375,9 +449,22 @@ void add_analyze_command(CLI::App& app) {
   auto hd = std::make_shared<AnalyzeArgs>();
   auto* h = cmd->add_subcommand(
       "heads",
-      "Per head: confidence, entropy, attention to EOS and neighbours, positional and "
-      "rare-token functions");
+      "Per head: confidence, entropy, attention to EOS and neighbours, positional, "
+      "rare-token and (with --conllu) syntactic functions");
   add_common(h, *hd);
+  h->add_option("--conllu", hd->conllu,
+                "Dependency parses (CoNLL-U) of the split's source sentences, in order: "
+                "syntactic accuracy of the encoder self-attention heads")
+      ->check(CLI::ExistingFile);
+  h->add_option("--relations", hd->relations,
+                "Relations that make a head syntactic (UD names, subtypes folded)")
+      ->delimiter(',')
+      ->capture_default_str();
+  h->add_option("--margin", hd->margin,
+                "A head is syntactic when its accuracy beats the best fixed offset by this much")
+      ->capture_default_str();
+  h->add_option("--min-arcs", hd->min_arcs, "Relations with fewer arcs are not judged")
+      ->capture_default_str();
   h->add_option("--exclude-top", hd->options.exclude_top,
                 "Rare-token heads: keys among the N most frequent never count as rare")
       ->capture_default_str();

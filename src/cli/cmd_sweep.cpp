@@ -114,6 +114,7 @@ void add_report_command(CLI::App& app) {
     std::string split;
     bool no_plots = false;
     int analysis = 0;
+    std::string conllu;
   };
   auto a = std::make_shared<Args>();
   auto* cmd = app.add_subcommand(
@@ -128,6 +129,10 @@ void add_report_command(CLI::App& app) {
                   "Also analyse each finished prune run on N sentences: functions of the kept "
                   "heads, L0 against importance pruning (cached in RUN/analysis)")
       ->check(CLI::Range(0, 1000000));
+  cmd->add_option("--conllu", a->conllu,
+                  "With --analysis: dependency parses (CoNLL-U) of the split's source sentences, "
+                  "for syntactic heads")
+      ->check(CLI::ExistingFile);
   cmd->callback([a] {
     sweep::ReportOptions o;
     o.dir = a->dir;
@@ -135,6 +140,7 @@ void add_report_command(CLI::App& app) {
     o.split = a->split;
     o.plots = !a->no_plots;
     o.analysis_sentences = a->analysis;
+    o.conllu = a->conllu;
     const auto r = sweep::write_report(o);
     std::printf("%s", r.markdown.c_str());
     std::printf("\nwrote %s and %s\n", (o.dir / "results.csv").c_str(),

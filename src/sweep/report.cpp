@@ -234,28 +234,35 @@ std::string analysis_section(const ReportOptions& o, const Report& r) {
   const std::string split = o.split.empty() ? "dev" : o.split;
   const std::string n = std::to_string(o.analysis_sentences);
   std::string csv =
-      "run,kept_positional,kept_rare_token,kept_none,spearman_importance_removal,"
+      "run,heads_kept,kept_positional,kept_syntactic,kept_rare_token,kept_none,"
+      "spearman_importance_removal,"
       "spearman_confidence_removal,bleu_full,bleu_l0_masked,bleu_importance_masked\n";
   std::string md = fmt::format(
       "\nAnalysis ({} {} sentences, greedy): the kept heads by function (as `headcount analyze "
-      "heads` names them), Spearman's correlation of I_h and of confidence with the removal order, "
+      "heads` names them; a head can have several functions; syntactic needs `--conllu`), "
+      "Spearman's correlation of I_h and of confidence with the removal order, "
       "and BLEU of the starting model with L0's removed heads masked against as many "
       "least-important (I_h) heads masked, no fine-tuning.\n\n",
       n, split);
   md +=
-      "| run | kept: positional / rare-token / none | rho(I_h) | rho(confidence) | start BLEU | L0 "
-      "heads masked | I_h heads masked |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n";
+      "| run | heads kept | positional / syntactic / rare-token / none | rho(I_h) | "
+      "rho(confidence) | start BLEU | L0 heads masked | I_h heads masked |\n"
+      "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n";
+  std::vector<std::pair<int64_t, std::map<std::string, int>>> figure;  // heads kept -> functions
   for (const auto& row : r.rows) {
     const fs::path run = o.dir / row.name;
     if (row.name == "baseline" || row.state != "done" || !fs::exists(run / "pruned")) continue;
     const fs::path adir = run / "analysis";
     fs::create_directories(adir);
-    if (!fs::exists(adir / "heads.csv")) {
+    if (!fs::exists(adir / "heads.csv") ||
+        (!o.conllu.empty() && !fs::exists(adir / "syntax.csv"))) {
       log::info("report: analysing the heads of {}", (run / "pruned").string());
-      run_command(o.executable,
-                  {"analyze", "heads", "--checkpoint", (run / "pruned").string(), "--split", split,
-                   "--sentences", n, "--out", adir.string()},
-                  adir / "analyze.log");
+      std::vector<std::string> args{
+          "analyze", "heads",      "--checkpoint", (run / "pruned").string(),
+          "--split", split,        "--sentences",  n,
+          "--out",   adir.string()};
+      if (!o.conllu.empty()) args.insert(args.end(), {"--conllu", fs::absolute(o.conllu).string()});
+      run_command(o.executable, args, adir / "analyze.log");
     }
     if (!fs::exists(adir / "compare.json")) {
       const auto init = load_config_file(run / "config.yaml").prune.init_from;
@@ -268,23 +275,30 @@ std::string analysis_section(const ReportOptions& o, const Report& r) {
     std::map<std::string, int> functions;
     if (fs::exists(adir / "heads.csv")) {
       const auto lines = io::read_lines(adir / "heads.csv");
-      for (size_t i = 1; i < lines.size(); ++i) ++functions[text::split(lines[i], ',').back()];
+      for (size_t i = 1; i < lines.size(); ++i)
+        for (const auto& f : text::split(text::split(lines[i], ',').back(), '+')) ++functions[f];
     }
+    int64_t kept = 0;
+    if (row.heads)
+      for (auto h : *row.heads) kept += h;
+    if (row.heads) figure.push_back({kept, functions});
     const auto c = read_json(adir / "compare.json");
     auto val = [&](const char* key) {
       return c && c->contains(key) && (*c)[key].is_number()
                  ? std::optional<double>((*c)[key].get<double>())
                  : std::nullopt;
     };
-    csv += fmt::format("{},{},{},{},{},{},{},{},{}\n", csv_field(row.name), functions["positional"],
-                       functions["rare-token"], functions["none"],
+    csv += fmt::format("{},{},{},{},{},{},{},{},{},{},{}\n", csv_field(row.name),
+                       row.heads ? std::to_string(kept) : "", functions["positional"],
+                       functions["syntactic"], functions["rare-token"], functions["none"],
                        num(val("spearman_importance_vs_removal_step"), 3),
                        num(val("spearman_confidence_vs_removal_step"), 3), num(val("bleu_full")),
                        num(val("bleu_l0_heads_masked_no_finetuning")),
                        num(val("bleu_michel_same_counts_masked_no_finetuning")));
     auto cell = [](const std::string& v) { return v.empty() ? std::string("-") : v; };
-    md += fmt::format("| {} | {} / {} / {} | {} | {} | {} | {} | {} |\n", row.name,
-                      functions["positional"], functions["rare-token"], functions["none"],
+    md += fmt::format("| {} | {} | {} / {} / {} / {} | {} | {} | {} | {} | {} |\n", row.name,
+                      row.heads ? std::to_string(kept) : "-", functions["positional"],
+                      functions["syntactic"], functions["rare-token"], functions["none"],
                       cell(num(val("spearman_importance_vs_removal_step"), 3)),
                       cell(num(val("spearman_confidence_vs_removal_step"), 3)),
                       cell(num(val("bleu_full"))),
@@ -292,6 +306,31 @@ std::string analysis_section(const ReportOptions& o, const Report& r) {
                       cell(num(val("bleu_michel_same_counts_masked_no_finetuning"))));
   }
   io::write_file_atomic(o.dir / "results_analysis.csv", csv);
+  // Voita et al.'s Figure 8: the kept heads by function against the number of heads kept.
+  if (o.plots && !figure.empty() && plot::have_gnuplot()) {
+    std::sort(figure.begin(), figure.end(),
+              [](const auto& a, const auto& b) { return a.first > b.first; });
+    const fs::path pd = o.dir / "plots";
+    fs::create_directories(pd);
+    std::string dat = "# heads_kept positional syntactic rare-token none\n";
+    for (const auto& [k, f] : figure)
+      dat += fmt::format("{} {} {} {} {}\n", k, f.count("positional") ? f.at("positional") : 0,
+                         f.count("syntactic") ? f.at("syntactic") : 0,
+                         f.count("rare-token") ? f.at("rare-token") : 0,
+                         f.count("none") ? f.at("none") : 0);
+    io::write_file_atomic(pd / "functions.dat", dat);
+    std::string gp = fmt::format(
+        "set terminal pngcairo noenhanced size 800,500\nset output {}\n"
+        "set title 'Functions of the kept heads (a head can have several)'\n"
+        "set xlabel 'heads kept'\nset ylabel 'heads'\nset grid\nset key outside\n"
+        "set xrange [*:*] reverse\nset style data linespoints\n"
+        "plot {} u 1:2 t 'positional' lw 2, '' u 1:3 t 'syntactic' lw 2, '' u 1:4 t 'rare-token' "
+        "lw 2, '' u 1:5 t 'none' lw 2\n",
+        plot::quote((pd / "functions.png").string()), plot::quote((pd / "functions.dat").string()));
+    io::write_file_atomic(pd / "functions.gp", gp);
+    if (plot::run_gnuplot(pd / "functions.gp"))
+      md += "\nKept heads by function: [functions.png](plots/functions.png)\n";
+  }
   return md;
 }
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "headcount/analysis/head_stats.h"
+#include "headcount/analysis/syntax.h"
 #include "headcount/model/architecture.h"
 
 namespace headcount::analysis {
@@ -19,6 +20,15 @@ struct HeadId {
   model::AttentionType type;
   int64_t layer = 0, head = 0;
   std::string label() const;  // "enc_self L2 H5"
+};
+
+// Syntactic statistics of the encoder self-attention heads (the parses are of the source side).
+struct SyntaxResult {
+  std::vector<HeadId> heads;  // the enc_self heads, in the order of Analyzer::heads()
+  std::vector<SyntaxStats> stats;
+  OffsetBaseline baseline;
+  int64_t sentences = 0;  // sentences whose pieces matched their parse's words
+  int64_t unmatched = 0;  // sentences skipped: their pieces do not spell the parse's words
 };
 
 struct AnalyzeOptions {
@@ -49,6 +59,11 @@ class Analyzer {
 
   // Attention statistics of every head (order of heads()).
   std::vector<HeadStats> head_stats();
+
+  // Syntactic accuracy of every encoder self-attention head against `parses`, the dependency
+  // parses of the dataset's source sentences in order (sentence i of the file is sentence i of
+  // the split; extra parses are ignored, missing ones are an error).
+  SyntaxResult syntax(const std::vector<DepSentence>& parses);
 
   // Summed JS divergences between the heads of one attention type (rows and columns in the order
   // of heads() restricted to that type), over the dataset.

@@ -24,6 +24,8 @@ struct ReportOptions {
   // analyze heads` on its pruned checkpoint, `analyze compare` against its init_from; cached in
   // RUN/analysis/): the functions of the kept heads, and L0 against importance pruning.
   int analysis_sentences = 0;
+  // Dependency parses (CoNLL-U) of the split's source sentences: syntactic heads in the analysis.
+  fs::path conllu;
 };
 
 struct ReportRow {
