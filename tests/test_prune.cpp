@@ -278,3 +278,58 @@ TEST(PruneRun, BadConfigsAreClearErrors) {
 
 }  // namespace
 }  // namespace headcount
+
+namespace headcount {
+namespace {
+
+// Michel-style pruning: chosen heads physically removed from a checkpoint compute what the full
+// model computes with those heads masked, and the result can be fine-tuned (`train --init-from`).
+TEST(PruneRun, ExportWithoutHeadsEqualsMaskingAndFineTunes) {
+  testing::TempDir dir;
+  Config c = baseline(dir);
+  const fs::path base = dir / "base" / "checkpoints" / "last";
+  const std::vector<prune::HeadRef> removed = {{AttentionType::kEncSelf, 0, 1},
+                                               {AttentionType::kEncDec, 1, 0},
+                                               {AttentionType::kEncDec, 1, 1},
+                                               {AttentionType::kEncDec, 1, 2},
+                                               {AttentionType::kEncDec, 1, 3}};
+  const auto arch = prune::export_without_heads(base, removed, dir / "michel");
+  EXPECT_EQ(arch.enc_self, (std::vector<int64_t>{3, 4}));
+  EXPECT_EQ(arch.dec_self, (std::vector<int64_t>{4, 4}));
+  EXPECT_EQ(arch.enc_dec, (std::vector<int64_t>{4, 0}));
+  // The full model with the same heads masked (head scale 0) gives the same logits.
+  auto full = train::load_model(train::read_checkpoint_info(base), torch::kCPU);
+  auto small = train::load_model(train::read_checkpoint_info(dir / "michel"), torch::kCPU);
+  full->eval();
+  small->eval();
+  {
+    torch::NoGradGuard ng;
+    full->attention_layers(AttentionType::kEncSelf)[0]->set_head_scale(
+        torch::tensor({1.0f, 0.0f, 1.0f, 1.0f}));
+    full->attention_layers(AttentionType::kEncDec)[1]->set_head_scale(torch::zeros({4}));
+    auto src = torch::randint(4, 30, {2, 6});
+    auto tgt = torch::randint(4, 30, {2, 5});
+    const auto a = full->forward(src, tgt), b = small->forward(src, tgt);
+    EXPECT_TRUE(torch::allclose(a, b, 1e-5, 1e-5)) << (a - b).abs().max();
+  }
+  // Fine-tuning starts from it and keeps its architecture.
+  c.train.max_steps = 10;
+  c.train.eval_every = 10;
+  train::TrainOptions o;
+  o.run_dir = dir / "tuned";
+  o.init_from = dir / "michel";
+  train::train_command(c, o);
+  EXPECT_EQ(train::read_checkpoint_info(dir / "tuned" / "checkpoints" / "last").architecture, arch);
+  // A head the checkpoint does not have, and an existing output folder, are errors.
+  EXPECT_NE(testing::error_of([&] {
+              prune::export_without_heads(base, {{AttentionType::kDecSelf, 2, 0}}, dir / "x");
+            }).find("has no dec_self layer 2 head 0"),
+            std::string::npos);
+  EXPECT_NE(testing::error_of([&] {
+              prune::export_without_heads(base, {}, dir / "michel");
+            }).find("refusing to overwrite"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace headcount

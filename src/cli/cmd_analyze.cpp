@@ -19,6 +19,8 @@
 #include "headcount/common/log.h"
 #include "headcount/common/plot.h"
 #include "headcount/common/text.h"
+#include "headcount/prune/prune_trainer.h"
+#include "headcount/sweep/sweep.h"
 
 namespace headcount::cli {
 namespace {
@@ -330,7 +332,7 @@ void run_cluster(const AnalyzeArgs& a) {
 
 // L0 pruning (a prune run) against Michel et al.'s importance pruning at equal head counts, and
 // where the heads that I_h and confidence rank highest stand in the run's removal order.
-void run_compare(const AnalyzeArgs& a, const std::string& run_dir) {
+void run_compare(const AnalyzeArgs& a, const std::string& run_dir, bool finetune) {
   analysis::Analyzer an(a.options);
   const fs::path out = a.out, run = run_dir;
   fs::create_directories(out);
@@ -380,6 +382,31 @@ void run_compare(const AnalyzeArgs& a, const std::string& run_dir) {
   po.checkpoint = run / "pruned";
   std::optional<double> l0_tuned;
   if (fs::exists(po.checkpoint / "model.pt")) l0_tuned = analysis::Analyzer(po).bleu({});
+  // Michel's heads removed physically: the start of the same-budget fine-tuning.
+  const fs::path michel_ckpt = out / "michel-pruned", michel_run = out / "michel-finetuned";
+  std::vector<prune::HeadRef> refs;
+  for (const auto& h : michel) refs.push_back({h.type, h.layer, h.head});
+  std::error_code ec;
+  if (!fs::exists(michel_run / "checkpoints" / "last", ec)) {
+    fs::remove_all(michel_ckpt, ec);
+    const auto arch = prune::export_without_heads(a.options.checkpoint, refs, michel_ckpt);
+    log::info("wrote {}: heads {} (enc/dec/enc-dec)", michel_ckpt.string(), arch.summary());
+  }
+  std::optional<double> michel_tuned;
+  if (finetune) {
+    // The prune run's own config: the same steps, learning rate and batches as its L0
+    // fine-tuning, without gates.
+    log::info("fine-tuning {} with {}'s budget (log: {})", michel_ckpt.string(), run.string(),
+              (out / "michel-finetune.log").string());
+    const int rc = sweep::run_command(self_executable(),
+                                      {"train", (run / "config.yaml").string(), "--init-from",
+                                       michel_ckpt.string(), "--out", michel_run.string()},
+                                      out / "michel-finetune.log");
+    HC_CHECK(rc == 0, "the fine-tuning of {} failed (exit {}); see {}", michel_ckpt.string(), rc,
+             (out / "michel-finetune.log").string());
+    po.checkpoint = michel_run / "checkpoints" / "last";
+    michel_tuned = analysis::Analyzer(po).bleu({});
+  }
   // Rank agreement: importance and confidence against the removal step (later = kept longer).
   std::vector<double> imp_g, conf_g;
   for (size_t g : gated) imp_g.push_back(score[g]), conf_g.push_back(stats[g].confidence());
@@ -409,6 +436,11 @@ void run_compare(const AnalyzeArgs& a, const std::string& run_dir) {
   j["bleu_l0_heads_masked_no_finetuning"] = l0_masked;
   j["bleu_michel_same_counts_masked_no_finetuning"] = michel_masked;
   j["bleu_l0_pruned_checkpoint_finetuned"] = l0_tuned ? nlohmann::ordered_json(*l0_tuned) : nullptr;
+  j["bleu_michel_pruned_finetuned_same_budget"] =
+      michel_tuned ? nlohmann::ordered_json(*michel_tuned) : nullptr;
+  nlohmann::ordered_json mh = nlohmann::ordered_json::array();
+  for (const auto& h : michel) mh.push_back(h.label());
+  j["michel_removed_heads"] = mh;
   j["spearman_importance_vs_removal_step"] = rho_imp;
   j["spearman_confidence_vs_removal_step"] = rho_conf;
   j["top_importance_heads"] = top;
@@ -421,6 +453,8 @@ void run_compare(const AnalyzeArgs& a, const std::string& run_dir) {
   std::printf("  L0's removed heads masked (no fine-tuning)   %6.2f\n", l0_masked);
   std::printf("  Michel: as many least-I_h heads masked       %6.2f\n", michel_masked);
   if (l0_tuned) std::printf("  L0 pruned checkpoint (after fine-tuning)     %6.2f\n", *l0_tuned);
+  if (michel_tuned)
+    std::printf("  Michel pruned, fine-tuned (same budget)      %6.2f\n", *michel_tuned);
   std::printf("Spearman vs removal step: importance %.3f, confidence %.3f\nwrote %s\n", rho_imp,
               rho_conf, (out / "compare.json").c_str());
 }
@@ -486,7 +520,11 @@ void add_analyze_command(CLI::App& app) {
       ->check(CLI::ExistingDirectory);
   k->add_flag("--normalize", cmp->normalize, "Layer-normalised I_h");
   k->add_option("--beam", cmp->options.beam, "Beam for BLEU (1: greedy)")->capture_default_str();
-  k->callback([cmp, run] { run_compare(*cmp, *run); });
+  auto finetune = std::make_shared<bool>(false);
+  k->add_flag("--finetune", *finetune,
+              "Also fine-tune the Michel-pruned model (OUT/michel-pruned) with the prune run's "
+              "config and budget, without gates (OUT/michel-finetuned; resumable)");
+  k->callback([cmp, run, finetune] { run_compare(*cmp, *run, *finetune); });
 }
 
 }  // namespace headcount::cli

@@ -11,6 +11,7 @@ void add_train_command(CLI::App& app) {
     std::string out;
     int dist_timeout = 300;
     std::string architecture_from;
+    std::string init_from;
     bool resume = false;
   };
   auto a = std::make_shared<Args>();
@@ -26,6 +27,11 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--architecture-from", a->architecture_from,
                   "Train this checkpoint's architecture (e.g. a pruned one) from scratch")
       ->check(CLI::ExistingDirectory);
+  cmd->add_option("--init-from", a->init_from,
+                  "Fine-tune: start from this checkpoint's weights, architecture and vocabulary "
+                  "(e.g. a pruned one)")
+      ->check(CLI::ExistingDirectory)
+      ->excludes("--architecture-from");
   cmd->add_flag("--resume", a->resume, "Require an existing run to resume");
   cmd->callback([a] {
     Config config;
@@ -33,6 +39,7 @@ void add_train_command(CLI::App& app) {
     train::TrainOptions o;
     o.run_dir = a->out;
     if (!a->architecture_from.empty()) o.architecture_from = a->architecture_from;
+    if (!a->init_from.empty()) o.init_from = a->init_from;
     std::error_code ec;
     HC_CHECK(!a->resume || std::filesystem::exists(o.run_dir / "checkpoints" / "last", ec),
              "--resume: {} has no checkpoint to resume from", a->out);

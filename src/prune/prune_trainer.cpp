@@ -303,6 +303,30 @@ model::Architecture export_pruned(const fs::path& checkpoint, const fs::path& ou
   return pruned->architecture();
 }
 
+model::Architecture export_without_heads(const fs::path& checkpoint,
+                                         const std::vector<HeadRef>& removed, const fs::path& out) {
+  const auto info = train::read_checkpoint_info(checkpoint);
+  std::error_code ec;
+  HC_CHECK(!fs::exists(out, ec) || fs::is_empty(out, ec),
+           "{} exists and is not empty: refusing to overwrite it", out.string());
+  auto model = train::load_model(info, torch::kCPU);
+  std::map<std::string, torch::Tensor> values;
+  for (const auto& h : removed) {
+    const auto& per_layer = info.architecture.heads(h.type);
+    HC_CHECK(h.layer >= 0 && h.layer < static_cast<int64_t>(per_layer.size()) && h.head >= 0 &&
+                 h.head < per_layer[h.layer],
+             "{} has no {} layer {} head {}", checkpoint.string(), model::attention_name(h.type),
+             h.layer, h.head);
+    const auto key = HeadGatesImpl::key(h.type, static_cast<int>(h.layer));
+    if (!values.count(key)) values[key] = torch::ones({per_layer[h.layer]});
+    values[key][h.head] = 0.0f;
+  }
+  torch::NoGradGuard no_grad;
+  auto pruned = prune_heads(model, values);
+  train::save_checkpoint(out, pruned, nullptr, info.state, info.config, info.vocab);
+  return pruned->architecture();
+}
+
 std::string write_head_removal_log(const fs::path& run_dir) {
   struct Eval {
     int64_t step;
