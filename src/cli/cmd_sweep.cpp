@@ -21,6 +21,8 @@ void add_sweep_command(CLI::App& app) {
     int workers = 1;
     int cores = 0;
     std::optional<size_t> only;
+    std::vector<std::string> names;
+    bool no_retrain = false;
     bool dry_run = false;
     bool status = false;
     std::string launcher = "local";
@@ -45,6 +47,10 @@ void add_sweep_command(CLI::App& app) {
       ->check(CLI::Range(0, 4096))
       ->capture_default_str();
   cmd->add_option("--only", a->only, "Run only the point with this index (0-based; Slurm tasks)");
+  cmd->add_option("--runs", a->names, "Run only the points with these names (comma-separated)")
+      ->delimiter(',');
+  cmd->add_flag("--no-retrain", a->no_retrain,
+                "Leave the from-scratch retraining runs for a later invocation");
   cmd->add_flag("--dry-run", a->dry_run, "List the runs and their commands; run nothing");
   cmd->add_flag("--status", a->status, "Print each run's state and BLEU; run nothing");
   cmd->add_option("--launcher", a->launcher, "local: run here; slurm: write an sbatch array script")
@@ -63,6 +69,8 @@ void add_sweep_command(CLI::App& app) {
     o.workers = a->workers;
     o.cores = a->cores;
     o.only = a->only;
+    o.names = a->names;
+    o.no_retrain = a->no_retrain;
     o.srun_tasks = a->srun_tasks;
     if (a->dry_run || a->status) {
       if (a->dry_run) {

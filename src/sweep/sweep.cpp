@@ -525,6 +525,13 @@ SweepOutcome run_sweep(const SweepSpec& spec, const SweepOptions& options) {
     HC_CHECK(*options.only < spec.points.size(), "--only {}: the sweep has {} runs (0 to {})",
              *options.only, spec.points.size(), spec.points.size() - 1);
   }
+  for (const auto& n : options.names) {
+    bool known = false;
+    std::vector<std::string> all;
+    for (const auto& p : spec.points) known |= p.name == n, all.push_back(p.name);
+    HC_CHECK(known, "--runs: the sweep has no run named '{}' (its runs: {})", n,
+             fmt::join(all, ", "));
+  }
   fs::create_directories(options.out);
   if (!options.only)
     write_manifest(spec, options.out);
@@ -539,10 +546,14 @@ SweepOutcome run_sweep(const SweepSpec& spec, const SweepOptions& options) {
   SweepOutcome outcome;
   for (size_t i = 0; i < spec.points.size(); ++i) {
     if (options.only && *options.only != i) continue;
+    if (!options.names.empty() && std::find(options.names.begin(), options.names.end(),
+                                            spec.points[i].name) == options.names.end())
+      continue;
+    const bool retrain = spec.retrain && !options.no_retrain;
     const Job job = point_job(spec, i, options.out, threads_blas);
     if (run_state(job.dir) == RunState::kDone) {
       ++outcome.skipped;
-      if (spec.retrain) {
+      if (retrain) {
         const Job r = retrain_job(spec, i, options.out, threads_blas);
         if (run_state(r.dir) == RunState::kDone)
           ++outcome.skipped;
@@ -551,7 +562,7 @@ SweepOutcome run_sweep(const SweepSpec& spec, const SweepOptions& options) {
       }
     } else {
       ready.push_back(job);
-      if (spec.retrain) retrain_waiting.push_back(i);
+      if (retrain) retrain_waiting.push_back(i);
     }
   }
   const size_t total_jobs = ready.size() + retrain_waiting.size();
@@ -642,7 +653,7 @@ SweepOutcome run_sweep(const SweepSpec& spec, const SweepOptions& options) {
       const auto b = run_bleu(job.dir);
       log::info("sweep: {} finished in {}{}", job.name, log::duration(seconds),
                 b ? fmt::format(", dev BLEU {:.2f}", *b) : "");
-      if (!job.retrain && spec.retrain) {
+      if (!job.retrain && spec.retrain && !options.no_retrain) {
         retrain_waiting.erase(
             std::remove(retrain_waiting.begin(), retrain_waiting.end(), job.point),
             retrain_waiting.end());

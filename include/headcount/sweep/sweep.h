@@ -100,6 +100,8 @@ struct SweepOptions {
   int workers = 1;
   int cores = 0;               // thread budget to split between workers; 0 = this machine's cores
   std::optional<size_t> only;  // run this point alone (a Slurm array task)
+  std::vector<std::string> names;  // non-empty: run only the points with these names
+  bool no_retrain = false;         // leave the retraining runs for a later invocation
   bool dry_run = false;
   int srun_tasks = 0;  // > 1: start each run as `srun --ntasks=N headcount ...` (Slurm job)
 };
