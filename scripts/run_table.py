@@ -1,15 +1,29 @@
 #!/usr/bin/python3
 """Prints a run's dev evaluations (metrics.jsonl) as a Markdown table: step, epoch, dev loss,
-dev BLEU, dev chrF, training minutes. Usage: scripts/run_table.py RUN_DIR"""
+dev BLEU, dev chrF, training minutes; for a prune run also the heads open (enc/dec/enc-dec, eval
+gates) and the expected number of open gated heads. Usage: scripts/run_table.py RUN_DIR"""
 import json
 import sys
 
-print('| step | epoch | dev loss | dev BLEU | dev chrF | training minutes |')
-print('| ---: | ---: | ---: | ---: | ---: | ---: |')
+rows = []
 with open(f'{sys.argv[1]}/metrics.jsonl') as f:
     for line in f:
         j = json.loads(line)
-        if j.get('event') != 'eval':
-            continue
+        if j.get('event') == 'eval':
+            rows.append(j)
+prune = any('heads_e_d_de' in j for j in rows)
+if prune:
+    print('| step | heads open e/d/d-e | expected open (gated) | dev loss | dev BLEU | dev chrF '
+          '| training minutes |')
+    print('| ---: | ---: | ---: | ---: | ---: | ---: | ---: |')
+else:
+    print('| step | epoch | dev loss | dev BLEU | dev chrF | training minutes |')
+    print('| ---: | ---: | ---: | ---: | ---: | ---: |')
+for j in rows:
+    if prune:
+        print(f"| {j['step']} | {j.get('heads_e_d_de', '-')} | {j.get('expected_open', 0):.1f} | "
+              f"{j['dev_loss']:.3f} | {j['dev_bleu']:.2f} | {j['dev_chrf']:.2f} | "
+              f"{j['elapsed_s'] / 60:.0f} |")
+    else:
         print(f"| {j['step']} | {j['epoch']} | {j['dev_loss']:.3f} | {j['dev_bleu']:.2f} | "
               f"{j['dev_chrf']:.2f} | {j['elapsed_s'] / 60:.0f} |")

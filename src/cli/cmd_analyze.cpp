@@ -332,7 +332,8 @@ void run_cluster(const AnalyzeArgs& a) {
 
 // L0 pruning (a prune run) against Michel et al.'s importance pruning at equal head counts, and
 // where the heads that I_h and confidence rank highest stand in the run's removal order.
-void run_compare(const AnalyzeArgs& a, const std::string& run_dir, bool finetune) {
+void run_compare(const AnalyzeArgs& a, const std::string& run_dir, bool finetune,
+                 int finetune_threads) {
   analysis::Analyzer an(a.options);
   const fs::path out = a.out, run = run_dir;
   fs::create_directories(out);
@@ -398,10 +399,13 @@ void run_compare(const AnalyzeArgs& a, const std::string& run_dir, bool finetune
     // fine-tuning, without gates.
     log::info("fine-tuning {} with {}'s budget (log: {})", michel_ckpt.string(), run.string(),
               (out / "michel-finetune.log").string());
-    const int rc = sweep::run_command(self_executable(),
-                                      {"train", (run / "config.yaml").string(), "--init-from",
-                                       michel_ckpt.string(), "--out", michel_run.string()},
-                                      out / "michel-finetune.log");
+    std::vector<std::string> args{"train",       (run / "config.yaml").string(),
+                                  "--init-from", michel_ckpt.string(),
+                                  "--out",       michel_run.string()};
+    if (finetune_threads > 0)
+      args.insert(args.end(), {"--set", "threads.intra_op=1", "--set",
+                               fmt::format("threads.blas={}", finetune_threads)});
+    const int rc = sweep::run_command(self_executable(), args, out / "michel-finetune.log");
     HC_CHECK(rc == 0, "the fine-tuning of {} failed (exit {}); see {}", michel_ckpt.string(), rc,
              (out / "michel-finetune.log").string());
     po.checkpoint = michel_run / "checkpoints" / "last";
@@ -524,7 +528,14 @@ void add_analyze_command(CLI::App& app) {
   k->add_flag("--finetune", *finetune,
               "Also fine-tune the Michel-pruned model (OUT/michel-pruned) with the prune run's "
               "config and budget, without gates (OUT/michel-finetuned; resumable)");
-  k->callback([cmp, run, finetune] { run_compare(*cmp, *run, *finetune); });
+  auto finetune_threads = std::make_shared<int>(0);
+  k->add_option("--finetune-threads", *finetune_threads,
+                "BLAS threads of the fine-tuning (0: the prune run's config)")
+      ->check(CLI::Range(0, 4096))
+      ->capture_default_str();
+  k->callback([cmp, run, finetune, finetune_threads] {
+    run_compare(*cmp, *run, *finetune, *finetune_threads);
+  });
 }
 
 }  // namespace headcount::cli
