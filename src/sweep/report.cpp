@@ -252,7 +252,8 @@ std::string analysis_section(const ReportOptions& o, const Report& r) {
   for (const auto& row : r.rows) {
     const fs::path run = o.dir / row.name;
     if (row.name == "baseline" || row.state != "done" || !fs::exists(run / "pruned")) continue;
-    const fs::path adir = run / "analysis";
+    // Cached per split: RUN/analysis (dev), RUN/analysis-test.
+    const fs::path adir = run / (split == "dev" ? std::string("analysis") : "analysis-" + split);
     fs::create_directories(adir);
     if (!fs::exists(adir / "heads.csv") ||
         (!o.conllu.empty() && !fs::exists(adir / "syntax.csv"))) {

@@ -22,7 +22,8 @@ struct ReportOptions {
   bool plots = true;
   // > 0: also analyse every finished prune run on this many sentences of the split (`headcount
   // analyze heads` on its pruned checkpoint, `analyze compare` against its init_from; cached in
-  // RUN/analysis/): the functions of the kept heads, and L0 against importance pruning.
+  // RUN/analysis/, RUN/analysis-test/ for the test split): the functions of the kept heads, and L0
+  // against importance pruning.
   int analysis_sentences = 0;
   // Dependency parses (CoNLL-U) of the split's source sentences: syntactic heads in the analysis.
   fs::path conllu;
