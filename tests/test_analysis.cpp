@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "tensor_util.h"
+
 #include <cmath>
 
 #include "headcount/analysis/head_stats.h"
@@ -9,13 +11,7 @@
 namespace headcount::analysis {
 namespace {
 
-torch::Tensor mat(std::vector<std::vector<double>> rows) {
-  const int64_t t = rows.size(), s = rows[0].size();
-  auto out = torch::zeros({t, s}, torch::kDouble);
-  for (int64_t i = 0; i < t; ++i)
-    for (int64_t j = 0; j < s; ++j) out[i][j] = rows[i][j];
-  return out;
-}
+using testing::mat;
 
 TEST(HeadStats, ConfidenceEntropyEosAndNeighbours) {
   HeadStats h;

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "tensor_util.h"
+
 #include <fmt/format.h>
 
 #include "headcount/analysis/analyzer.h"
@@ -17,13 +19,7 @@
 namespace headcount::analysis {
 namespace {
 
-torch::Tensor mat(std::vector<std::vector<double>> rows) {
-  const int64_t t = rows.size(), s = rows[0].size();
-  auto out = torch::zeros({t, s}, torch::kDouble);
-  for (int64_t i = 0; i < t; ++i)
-    for (int64_t j = 0; j < s; ++j) out[i][j] = rows[i][j];
-  return out;
-}
+using testing::mat;
 
 std::string row(int id, const std::string& form, int head, const std::string& rel) {
   return fmt::format("{}\t{}\t_\t_\t_\t_\t{}\t{}\t_\t_", id, form, head, rel);
