@@ -153,13 +153,7 @@ namespace {
 using model::AttentionType;
 
 fs::path tiny_model(const testing::TempDir& dir) {
-  Config c = tiny_run_config(dir, 64);
-  c.train.max_steps = 300;
-  c.train.eval_every = 300;
-  train::TrainOptions o;
-  o.run_dir = dir / "run";
-  train::train_command(c, o);
-  return dir / "run" / "checkpoints" / "last";
+  return train_tiny_model(dir, 300);
 }
 
 // I_h against central finite differences of the loss in each (token, head) multiplier: the

@@ -169,12 +169,7 @@ TEST(Conllu, FixedOffsetBaselineAndTheSyntacticVerdict) {
 // right, so no head can beat the baseline, and every arc is counted once per head.
 TEST(Conllu, AnalyzerCountsEveryArcOfMatchedSentences) {
   testing::TempDir dir;
-  Config c = tiny_run_config(dir, 64);
-  c.train.max_steps = 40;
-  c.train.eval_every = 40;
-  train::TrainOptions to;
-  to.run_dir = dir / "run";
-  train::train_command(c, to);
+  const auto checkpoint = train_tiny_model(dir, 40);
   const auto dev = io::read_lines(dir / "dev.es");
   std::vector<std::string> lines;
   int64_t arcs = 0;
@@ -188,7 +183,7 @@ TEST(Conllu, AnalyzerCountsEveryArcOfMatchedSentences) {
   }
   io::write_lines_atomic(dir / "dev.conllu", lines);
   AnalyzeOptions o;
-  o.checkpoint = dir / "run" / "checkpoints" / "last";
+  o.checkpoint = checkpoint;
   o.sentences = 0;
   Analyzer an(o);
   const auto r = an.syntax(read_conllu(dir / "dev.conllu"));

@@ -8,6 +8,7 @@
 
 #include "headcount/common/config.h"
 #include "headcount/common/io.h"
+#include "headcount/train/trainer.h"
 #include "test_util.h"
 
 namespace headcount {
@@ -69,6 +70,17 @@ inline Config tiny_run_config(const testing::TempDir& dir, int train_pairs) {
   c.train.label_smoothing = 0.0;
   c.decode.beam = 2;
   return c;
+}
+
+// Trains tiny_run_config(dir, 64) for `steps` steps into dir/run and returns its last checkpoint.
+inline std::filesystem::path train_tiny_model(const testing::TempDir& dir, int steps) {
+  Config c = tiny_run_config(dir, 64);
+  c.train.max_steps = steps;
+  c.train.eval_every = steps;
+  train::TrainOptions o;
+  o.run_dir = dir / "run";
+  train::train_command(c, o);
+  return dir / "run" / "checkpoints" / "last";
 }
 
 }  // namespace headcount

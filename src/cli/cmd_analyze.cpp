@@ -6,7 +6,6 @@
 #include <map>
 #include <numeric>
 #include <optional>
-#include <set>
 #include <tuple>
 
 #include <fmt/ranges.h>
@@ -197,10 +196,8 @@ void run_heads(const AnalyzeArgs& a) {
               r.sentences, r.unmatched);
     std::string sc =
         "attention,layer,head,relation,direction,arcs,accuracy,baseline,baseline_offset,gain\n";
-    std::set<std::string> rels;
-    for (const auto& [rel, _] : r.baseline.counts) rels.insert(rel);
     for (size_t k = 0; k < r.heads.size(); ++k) {
-      for (const auto& rel : rels)
+      for (const auto& [rel, _] : r.baseline.counts)
         for (auto d :
              {analysis::DepDirection::kDependentToHead, analysis::DepDirection::kHeadToDependent}) {
           const auto it = r.stats[k].relations.find(rel);
@@ -218,7 +215,7 @@ void run_heads(const AnalyzeArgs& a) {
     }
     io::write_file_atomic(out / "syntax.csv", sc);
     std::string bc = "relation,direction,arcs,best_offset,accuracy\n";
-    for (const auto& rel : rels)
+    for (const auto& [rel, _] : r.baseline.counts)
       for (auto d :
            {analysis::DepDirection::kDependentToHead, analysis::DepDirection::kHeadToDependent}) {
         const auto [off, acc] = r.baseline.best(rel, d);
@@ -383,18 +380,19 @@ void run_compare(const AnalyzeArgs& a, const std::string& run_dir, bool finetune
   po.checkpoint = run / "pruned";
   std::optional<double> l0_tuned;
   if (fs::exists(po.checkpoint / "model.pt")) l0_tuned = analysis::Analyzer(po).bleu({});
-  // Michel's heads removed physically: the start of the same-budget fine-tuning.
-  const fs::path michel_ckpt = out / "michel-pruned", michel_run = out / "michel-finetuned";
-  std::vector<prune::HeadRef> refs;
-  for (const auto& h : michel) refs.push_back({h.type, h.layer, h.head});
-  std::error_code ec;
-  if (!fs::exists(michel_run / "checkpoints" / "last", ec)) {
-    fs::remove_all(michel_ckpt, ec);
-    const auto arch = prune::export_without_heads(a.options.checkpoint, refs, michel_ckpt);
-    log::info("wrote {}: heads {} (enc/dec/enc-dec)", michel_ckpt.string(), arch.summary());
-  }
   std::optional<double> michel_tuned;
   if (finetune) {
+    // Michel's heads removed physically (unless a fine-tuning of them is already under way),
+    // then fine-tuned.
+    const fs::path michel_ckpt = out / "michel-pruned", michel_run = out / "michel-finetuned";
+    std::error_code ec;
+    if (!fs::exists(michel_run / "checkpoints" / "last", ec)) {
+      std::vector<prune::HeadRef> refs;
+      for (const auto& h : michel) refs.push_back({h.type, h.layer, h.head});
+      fs::remove_all(michel_ckpt, ec);
+      const auto arch = prune::export_without_heads(a.options.checkpoint, refs, michel_ckpt);
+      log::info("wrote {}: heads {} (enc/dec/enc-dec)", michel_ckpt.string(), arch.summary());
+    }
     // The prune run's own config: the same steps, learning rate and batches as its L0
     // fine-tuning, without gates.
     log::info("fine-tuning {} with {}'s budget (log: {})", michel_ckpt.string(), run.string(),
