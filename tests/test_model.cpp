@@ -6,6 +6,7 @@
 #include "headcount/common/check.h"
 #include "headcount/data/vocab.h"
 #include "headcount/model/attention.h"
+#include "headcount/model/batched_matmul.h"
 #include "headcount/model/transformer.h"
 
 namespace headcount {
@@ -29,6 +30,64 @@ torch::nn::MultiheadAttention reference_from(const MultiheadAttention& mine) {
 void randomize(MultiheadAttention& m) {
   torch::NoGradGuard g;
   for (auto& p : m->parameters()) p.normal_(0, 0.3);
+}
+
+// Values and gradients of the batched product against torch::matmul, for the layouts attention
+// uses (transposed views of [B, T, H, Dh] projections), row counts that are not a multiple of the
+// kernel's four, single-row queries (incremental decoding), and 3-D inputs.
+TEST(BatchedMatmul, MatchesTorchMatmulValuesAndGradients) {
+  torch::manual_seed(3);
+  struct Case {
+    std::vector<int64_t> a_shape, b_shape;
+    bool a_transposed, b_transposed;  // build the operand as a transposed view
+  };
+  const std::vector<Case> cases = {
+      {{2, 3, 5, 4}, {2, 3, 4, 6}, false, false}, {{2, 3, 8, 4}, {2, 3, 4, 8}, true, true},
+      {{2, 3, 1, 4}, {2, 3, 4, 9}, false, true},  {{2, 3, 7, 13}, {2, 3, 13, 3}, true, false},
+      {{5, 6, 2}, {5, 2, 11}, false, false},      {{4, 9, 5}, {4, 5, 4}, true, true},
+  };
+  for (const auto& c : cases) {
+    // A transposed view: allocate the transposed shape and swap the last two dims back.
+    auto make = [](std::vector<int64_t> shape, bool transposed) {
+      if (!transposed) return torch::randn(shape);
+      std::swap(shape[shape.size() - 1], shape[shape.size() - 2]);
+      return torch::randn(shape).transpose(-2, -1);
+    };
+    const auto a0 = make(c.a_shape, c.a_transposed), b0 = make(c.b_shape, c.b_transposed);
+    auto a = a0.detach().requires_grad_(true), b = b0.detach().requires_grad_(true);
+    auto a_ref = a0.detach().clone().requires_grad_(true);
+    auto b_ref = b0.detach().clone().requires_grad_(true);
+    ASSERT_TRUE(model::batched_matmul_fast_path(a, b));
+    const auto out = model::batched_matmul(a, b);
+    const auto ref = torch::matmul(a_ref, b_ref);
+    ASSERT_EQ(out.sizes(), ref.sizes());
+    EXPECT_TRUE(torch::allclose(out, ref, 1e-5, 1e-5));
+    // A non-contiguous upstream gradient, as the backward of a transpose produces.
+    auto g = torch::randn(ref.sizes().vec());
+    out.backward(g);
+    ref.backward(g);
+    EXPECT_TRUE(torch::allclose(a.grad(), a_ref.grad(), 1e-5, 1e-5));
+    EXPECT_TRUE(torch::allclose(b.grad(), b_ref.grad(), 1e-5, 1e-5));
+  }
+  // Only one operand needing a gradient, and no gradient mode at all.
+  auto a = torch::randn({2, 2, 3, 4}), b = torch::randn({2, 2, 4, 5}).requires_grad_(true);
+  model::batched_matmul(a, b).sum().backward();
+  EXPECT_TRUE(torch::allclose(
+      b.grad(), torch::matmul(a.transpose(-2, -1), torch::ones({2, 2, 3, 5})), 1e-5, 1e-5));
+  torch::NoGradGuard no_grad;
+  EXPECT_TRUE(torch::allclose(model::batched_matmul(a, b), torch::matmul(a, b), 1e-5, 1e-5));
+}
+
+TEST(BatchedMatmul, OtherDtypesAndShapesFallBackToTorchMatmul) {
+  auto a = torch::randn({2, 3, 4}, torch::kFloat64), b = torch::randn({2, 4, 5}, torch::kFloat64);
+  EXPECT_FALSE(model::batched_matmul_fast_path(a, b));
+  EXPECT_TRUE(torch::allclose(model::batched_matmul(a, b), torch::matmul(a, b)));
+  auto x = torch::randn({3, 4}), y = torch::randn({2, 4, 5});  // broadcasting
+  EXPECT_FALSE(model::batched_matmul_fast_path(x, y));
+  EXPECT_TRUE(torch::allclose(model::batched_matmul(x, y), torch::matmul(x, y)));
+  auto z = torch::randn({1, 3, 4}), w = torch::randn({2, 4, 5});  // batch sizes differ
+  EXPECT_FALSE(model::batched_matmul_fast_path(z, w));
+  EXPECT_TRUE(torch::allclose(model::batched_matmul(z, w), torch::matmul(z, w)));
 }
 
 TEST(Attention, MatchesLibTorchSelfAttentionWithPaddingAndCausalMask) {

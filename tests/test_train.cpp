@@ -141,6 +141,45 @@ TEST(Loss, LabelSmoothingByFormulaAndAgainstLibTorch) {
   EXPECT_NEAR(ls.loss.item<double>(), ref.item<double>(), 1e-4);
 }
 
+TEST(Loss, GradientsOfLossAndNllMatchLibTorchCrossEntropy) {
+  // The loss has a hand-written backward; LibTorch's cross_entropy (with and without label
+  // smoothing, padding ignored) differentiated by autograd is the reference.
+  torch::manual_seed(1);
+  namespace F = torch::nn::functional;
+  const int64_t V = 11;
+  auto target = torch::tensor({{3, 7, 10, data::kPadId}, {1, data::kPadId, data::kPadId, 2}})
+                    .to(torch::kInt64);
+  const auto base = torch::randn({2, 4, V}) * 3;
+  for (const double eps : {0.0, 0.1, 0.3}) {
+    for (const double w_nll : {0.0, 0.7}) {
+      auto mine_in = base.clone().requires_grad_(true);
+      auto ref_in = base.clone().requires_grad_(true);
+      const auto ls = train::label_smoothed_loss(mine_in, target, eps);
+      (ls.loss + w_nll * ls.nll).backward();
+      const auto opts =
+          F::CrossEntropyFuncOptions().ignore_index(data::kPadId).reduction(torch::kSum);
+      const auto ref_loss = F::cross_entropy(ref_in.view({-1, V}), target.view({-1}),
+                                             F::CrossEntropyFuncOptions(opts).label_smoothing(eps));
+      const auto ref_nll = F::cross_entropy(ref_in.view({-1, V}), target.view({-1}), opts);
+      (ref_loss + w_nll * ref_nll).backward();
+      EXPECT_NEAR(ls.loss.item<double>(), ref_loss.item<double>(), 1e-4);
+      EXPECT_NEAR(ls.nll.item<double>(), ref_nll.item<double>(), 1e-4);
+      EXPECT_TRUE(torch::allclose(mine_in.grad(), ref_in.grad(), 1e-5, 1e-6))
+          << "eps " << eps << " w_nll " << w_nll;
+      // Padding positions get no gradient.
+      EXPECT_EQ(mine_in.grad()[0][3].abs().sum().item<float>(), 0.f);
+    }
+  }
+  // The NLL alone (as Michel's importance uses it) also has the right gradient.
+  auto mine_in = base.clone().requires_grad_(true);
+  auto ref_in = base.clone().requires_grad_(true);
+  train::label_smoothed_loss(mine_in, target, 0.1).nll.backward();
+  F::cross_entropy(ref_in.view({-1, V}), target.view({-1}),
+                   F::CrossEntropyFuncOptions().ignore_index(data::kPadId).reduction(torch::kSum))
+      .backward();
+  EXPECT_TRUE(torch::allclose(mine_in.grad(), ref_in.grad(), 1e-5, 1e-6));
+}
+
 TEST(Training, TinyModelLearnsToTranslateItsTrainingSentences) {
   TempDir dir;
   Config c = tiny_run_config(dir, 8);

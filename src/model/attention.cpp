@@ -1,5 +1,6 @@
 #include "headcount/model/attention.h"
 
+#include "headcount/model/batched_matmul.h"
 #include "headcount/model/dropout.h"
 
 #include <torch/nn/functional.h>
@@ -74,12 +75,12 @@ torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& query,
   }
   q = q.view({B, T, H, Dh}).transpose(1, 2);  // [B, H, T, Dh]
   const double scale = 1.0 / std::sqrt(static_cast<double>(Dh));
-  auto scores = torch::matmul(q * scale, k.transpose(-2, -1));  // [B, H, T, S]
+  auto scores = batched_matmul(q * scale, k.transpose(-2, -1));  // [B, H, T, S]
   if (bias.defined()) scores = scores + bias;
   auto weights = torch::softmax(scores, -1);  // [B, H, T, S]
   if (record_) last_weights_ = weights.detach();
   weights = model::dropout(weights, dropout_, is_training());
-  auto heads = torch::matmul(weights, v);  // [B, H, T, Dh]
+  auto heads = batched_matmul(weights, v);  // [B, H, T, Dh]
   if (head_scale_.defined()) {
     // [H] -> [1, H, 1, 1]; [B, H] -> [B, H, 1, 1]; [B, T, H] (one multiplier per query token,
     // for per-token importance scores) -> [B, H, T, 1]

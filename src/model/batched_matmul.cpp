@@ -1,0 +1,149 @@
+#include "headcount/model/batched_matmul.h"
+
+#include <torch/autograd.h>
+
+#include <ATen/Parallel.h>
+
+#include <vector>
+
+namespace headcount::model {
+namespace {
+
+// One matrix: C [M x N] (row-major, contiguous) = A [M x K] (element (i, k) at
+// a[i * a_row + k * a_col]) times Bp [K x N] (packed row-major). Four rows of C at a time, so that
+// every row of Bp loaded is used four times; the inner loop over N vectorises.
+#define HC_GEMM_BODY                                                                  \
+  int64_t i = 0;                                                                      \
+  for (; i + 4 <= M; i += 4) {                                                        \
+    float* __restrict c0 = c + i * N;                                                 \
+    float* __restrict c1 = c0 + N;                                                    \
+    float* __restrict c2 = c1 + N;                                                    \
+    float* __restrict c3 = c2 + N;                                                    \
+    for (int64_t j = 0; j < N; ++j) c0[j] = c1[j] = c2[j] = c3[j] = 0.f;              \
+    const float* ar = a + i * a_row;                                                  \
+    for (int64_t k = 0; k < K; ++k) {                                                 \
+      const float* ak = ar + k * a_col;                                               \
+      const float a0 = ak[0], a1 = ak[a_row], a2 = ak[2 * a_row], a3 = ak[3 * a_row]; \
+      const float* __restrict bk = bp + k * N;                                        \
+      for (int64_t j = 0; j < N; ++j) {                                               \
+        const float bv = bk[j];                                                       \
+        c0[j] += a0 * bv;                                                             \
+        c1[j] += a1 * bv;                                                             \
+        c2[j] += a2 * bv;                                                             \
+        c3[j] += a3 * bv;                                                             \
+      }                                                                               \
+    }                                                                                 \
+  }                                                                                   \
+  for (; i < M; ++i) {                                                                \
+    float* __restrict c0 = c + i * N;                                                 \
+    for (int64_t j = 0; j < N; ++j) c0[j] = 0.f;                                      \
+    for (int64_t k = 0; k < K; ++k) {                                                 \
+      const float a0 = a[i * a_row + k * a_col];                                      \
+      const float* __restrict bk = bp + k * N;                                        \
+      for (int64_t j = 0; j < N; ++j) c0[j] += a0 * bk[j];                            \
+    }                                                                                 \
+  }
+
+void gemm_generic(int64_t M, int64_t N, int64_t K, const float* a, int64_t a_row, int64_t a_col,
+                  const float* __restrict bp, float* __restrict c) {
+  HC_GEMM_BODY
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define HC_HAVE_AVX2_CLONE 1
+__attribute__((target("avx2,fma"))) void gemm_avx2(int64_t M, int64_t N, int64_t K, const float* a,
+                                                   int64_t a_row, int64_t a_col,
+                                                   const float* __restrict bp,
+                                                   float* __restrict c) {
+  HC_GEMM_BODY
+}
+#endif
+#undef HC_GEMM_BODY
+
+using GemmFn = void (*)(int64_t, int64_t, int64_t, const float*, int64_t, int64_t, const float*,
+                        float*);
+
+GemmFn pick_gemm() {
+#ifdef HC_HAVE_AVX2_CLONE
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return gemm_avx2;
+#endif
+  return gemm_generic;
+}
+
+const GemmFn kGemm = pick_gemm();
+
+// a, b as 4-D views [P, Q, M, K] and [P, Q, K, N] (equal P, Q); any strides.
+torch::Tensor bmm_kernel(const torch::Tensor& a_in, const torch::Tensor& b_in) {
+  const bool three = a_in.dim() == 3;
+  const auto a = three ? a_in.unsqueeze(0) : a_in;
+  const auto b = three ? b_in.unsqueeze(0) : b_in;
+  const int64_t P = a.size(0), Q = a.size(1), M = a.size(2), K = a.size(3), N = b.size(3);
+  auto c = torch::empty({P, Q, M, N}, a.options());
+  if (c.numel() == 0) return three ? c.squeeze(0) : c;
+  if (K == 0) return three ? c.zero_().squeeze(0) : c.zero_();
+  const float* ap = a.data_ptr<float>();
+  const float* bptr = b.data_ptr<float>();
+  float* cp = c.data_ptr<float>();
+  const int64_t as0 = a.stride(0), as1 = a.stride(1), a_row = a.stride(2), a_col = a.stride(3);
+  const int64_t bs0 = b.stride(0), bs1 = b.stride(1), b_row = b.stride(2), b_col = b.stride(3);
+  // Batches are independent: split them over LibTorch's intra-op threads (one by default).
+  at::parallel_for(0, P * Q, 16, [&](int64_t begin, int64_t end) {
+    std::vector<float> packed(static_cast<size_t>(K * N));
+    float* bp = packed.data();
+    for (int64_t idx = begin; idx < end; ++idx) {
+      const int64_t p = idx / Q, q = idx % Q;
+      const float* bm = bptr + p * bs0 + q * bs1;
+      if (b_col == 1 && b_row == N) {
+        std::copy(bm, bm + K * N, bp);
+      } else if (b_col == 1) {
+        for (int64_t k = 0; k < K; ++k) std::copy(bm + k * b_row, bm + k * b_row + N, bp + k * N);
+      } else {
+        for (int64_t k = 0; k < K; ++k)
+          for (int64_t j = 0; j < N; ++j) bp[k * N + j] = bm[k * b_row + j * b_col];
+      }
+      kGemm(M, N, K, ap + p * as0 + q * as1, a_row, a_col, bp, cp + idx * M * N);
+    }
+  });
+  return three ? c.squeeze(0) : c;
+}
+
+struct BatchedMatmulFn : torch::autograd::Function<BatchedMatmulFn> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& a,
+                               const torch::Tensor& b) {
+    ctx->save_for_backward({a, b});
+    return bmm_kernel(a, b);
+  }
+  static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
+                                               torch::autograd::tensor_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const auto& a = saved[0];
+    const auto& b = saved[1];
+    const auto& g = grads[0];
+    torch::Tensor ga, gb;
+    if (ctx->needs_input_grad(0)) ga = bmm_kernel(g, b.transpose(-2, -1));  // dA = dC B^T
+    if (ctx->needs_input_grad(1)) gb = bmm_kernel(a.transpose(-2, -1), g);  // dB = A^T dC
+    return {ga, gb};
+  }
+};
+
+}  // namespace
+
+bool batched_matmul_fast_path(const torch::Tensor& a, const torch::Tensor& b) {
+  if (!a.device().is_cpu() || !b.device().is_cpu()) return false;
+  if (a.scalar_type() != torch::kFloat32 || b.scalar_type() != torch::kFloat32) return false;
+  if (a.dim() != b.dim() || a.dim() < 3 || a.dim() > 4) return false;
+  if (a.size(-1) != b.size(-2)) return false;
+  for (int64_t d = 0; d + 2 < a.dim(); ++d)
+    if (a.size(d) != b.size(d)) return false;
+  return true;
+}
+
+torch::Tensor batched_matmul(const torch::Tensor& a, const torch::Tensor& b) {
+  if (!batched_matmul_fast_path(a, b)) return torch::matmul(a, b);
+  if (torch::GradMode::is_enabled() && (a.requires_grad() || b.requires_grad()))
+    return BatchedMatmulFn::apply(a, b);
+  return bmm_kernel(a, b);
+}
+
+}  // namespace headcount::model
