@@ -454,10 +454,13 @@ retrain:
   const auto r = sweep::run_sweep(spec, o);
   EXPECT_EQ(r.failed, 0);
   EXPECT_EQ(r.skipped, 1);
-  EXPECT_EQ(r.done, 3);  // the other prune run, two retrainings
-  for (const char* run : {"lambda-0.0", "lambda-100.0"}) {
-    EXPECT_EQ(sweep::run_state(o.out / run / "scratch"), sweep::RunState::kDone) << run;
-  }
+  // The other prune run and one retraining: lambda 0 removed no head, and retraining the
+  // baseline's own architecture would only repeat the baseline.
+  EXPECT_EQ(r.done, 2);
+  EXPECT_EQ(sweep::run_state(o.out / "lambda-100.0" / "scratch"), sweep::RunState::kDone);
+  EXPECT_TRUE(sweep::nothing_pruned(o.out / "lambda-0.0"));
+  EXPECT_FALSE(sweep::nothing_pruned(o.out / "lambda-100.0"));
+  EXPECT_FALSE(fs::exists(o.out / "lambda-0.0" / "scratch"));
   sweep::ReportOptions ro;
   ro.dir = o.out;
   ro.executable = HEADCOUNT_BINARY;
@@ -467,7 +470,10 @@ retrain:
   EXPECT_EQ(*rep.rows[0].heads, (std::vector<int64_t>{2, 2, 2}));
   EXPECT_EQ(*rep.rows[1].heads, (std::vector<int64_t>{2, 2, 2}));  // lambda 0 keeps every head
   EXPECT_EQ(*rep.rows[2].heads, (std::vector<int64_t>{0, 0, 0}));  // lambda 100 removes them all
-  EXPECT_TRUE(rep.rows[1].bleu_scratch.has_value());
+  EXPECT_FALSE(rep.rows[1].bleu_scratch.has_value());
+  EXPECT_EQ(rep.rows[1].scratch_state, "nothing pruned");
+  EXPECT_NE(io::read_file(o.out / "results.md").find("(nothing pruned)"), std::string::npos);
+  EXPECT_TRUE(rep.rows[2].bleu_scratch.has_value());
   EXPECT_LT(*rep.rows[2].parameters, *rep.rows[1].parameters);
   // The retrained architecture is the pruned one.
   const auto arch = nlohmann::json::parse(io::read_file(

@@ -278,13 +278,9 @@ std::map<int64_t, double> train_losses(const fs::path& metrics) {
   return out;
 }
 
-TEST(Training, KilledRunResumesOnTheSameLossCurve) {
-  TempDir dir;
-  Config c = tiny_run_config(dir, 64);
-  c.model.dropout = 0.1;  // the resumed run must restore the random state too
-  c.train.max_steps = 120;
-  c.train.eval_every = 20;
-  c.train.log_every = 5;
+// Runs `c` once uninterrupted and once killed with SIGKILL as soon as its `last` checkpoint has
+// reached `kill_after` steps, then resumed; the two loss curves must be identical.
+void expect_kill_and_resume_on_same_curve(const TempDir& dir, const Config& c, int64_t kill_after) {
   save_config(c, dir / "config.yaml");
   const std::string bin = HEADCOUNT_BINARY;
   // Uninterrupted reference.
@@ -292,7 +288,6 @@ TEST(Training, KilledRunResumesOnTheSameLossCurve) {
                                     (dir / "config.yaml").string(), (dir / "ref").string())
                             .c_str()),
             0);
-  // The same run, killed with SIGKILL after its second checkpoint, then resumed.
   const pid_t pid = fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
@@ -308,7 +303,7 @@ TEST(Training, KilledRunResumesOnTheSameLossCurve) {
     std::error_code ec;
     if (fs::exists(state, ec)) {
       try {
-        if (nlohmann::json::parse(io::read_file(state))["step"].get<int64_t>() >= 40) {
+        if (nlohmann::json::parse(io::read_file(state))["step"].get<int64_t>() >= kill_after) {
           kill(pid, SIGKILL);
           killed = true;
         }
@@ -326,9 +321,33 @@ TEST(Training, KilledRunResumesOnTheSameLossCurve) {
             0);
   const auto ref = train_losses(dir / "ref" / "metrics.jsonl");
   const auto resumed = train_losses(dir / "killed" / "metrics.jsonl");
-  ASSERT_EQ(ref.size(), 24u);
+  ASSERT_EQ(ref.size(), static_cast<size_t>(c.train.max_steps / c.train.log_every));
   ASSERT_EQ(resumed.size(), ref.size());
   for (const auto& [step, loss] : ref) EXPECT_DOUBLE_EQ(resumed.at(step), loss) << "step " << step;
+}
+
+TEST(Training, KilledRunResumesOnTheSameLossCurve) {
+  TempDir dir;
+  Config c = tiny_run_config(dir, 64);
+  c.model.dropout = 0.1;  // the resumed run must restore the random state too
+  c.train.max_steps = 120;
+  c.train.eval_every = 20;
+  c.train.log_every = 5;
+  expect_kill_and_resume_on_same_curve(dir, c, 40);
+}
+
+TEST(Training, SaveEveryCheckpointsBetweenEvaluationsAndResumesFromThere) {
+  TempDir dir;
+  Config c = tiny_run_config(dir, 64);
+  c.model.dropout = 0.1;
+  c.train.max_steps = 120;
+  c.train.eval_every = 100;  // the kill comes long before the first evaluation
+  c.train.save_every = 7;    // saved at the next log line: steps 10, 20, 30, ...
+  c.train.log_every = 5;
+  expect_kill_and_resume_on_same_curve(dir, c, 14);
+  // step-N checkpoints are still only those of evaluations.
+  EXPECT_TRUE(fs::exists(dir / "killed" / "checkpoints" / "step-100"));
+  EXPECT_FALSE(fs::exists(dir / "killed" / "checkpoints" / "step-20"));
 }
 
 TEST(Training, RefusesToOverwriteAForeignFolderOrAnotherConfig) {

@@ -307,6 +307,9 @@ const std::vector<Field>& schema() {
                  "drop training pairs longer than this many subwords on either side"),
       field<int>("train.eval_every", "int", HC_ACCESS(train.eval_every), range(1, INT32_MAX),
                  "optimizer steps between dev evaluations (and checkpoints)"),
+      field<int>("train.save_every", "int", HC_ACCESS(train.save_every), range(0, INT32_MAX),
+                 "steps between extra saves of checkpoints/last, at the next log line (a "
+                 "killed run loses about this many); 0 = at evaluations only"),
       field<int>("train.eval_beam", "int", HC_ACCESS(train.eval_beam), range(1, 64),
                  "beam size of the dev BLEU evaluation (1 = greedy)"),
       field<int>("train.eval_max_sentences", "int", HC_ACCESS(train.eval_max_sentences),

@@ -412,7 +412,9 @@ Report write_report(const ReportOptions& o) {
       if (const auto a = read_json(run / "checkpoints" / "best" / "architecture.json"))
         row.heads = heads_of(*a);
     }
-    if (retrain) {
+    if (retrain && nothing_pruned(run)) {
+      row.scratch_state = "nothing pruned";  // the architecture is the baseline's
+    } else if (retrain) {
       const fs::path scratch = run / "scratch";
       row.scratch_state = state_name(run_state(scratch));
       if (o.split.empty()) {

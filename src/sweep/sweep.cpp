@@ -382,6 +382,18 @@ const char* state_name(RunState s) {
   return "?";
 }
 
+bool nothing_pruned(const fs::path& prune_run) {
+  std::error_code ec;
+  const fs::path file = prune_run / "pruning.json";
+  if (!fs::exists(file, ec)) return false;
+  try {
+    const auto j = nlohmann::json::parse(io::read_file(file));
+    return j.at("heads_before_e_d_de") == j.at("heads_after_e_d_de");
+  } catch (const std::exception& e) {
+    HC_FAIL("{}: not a pruning summary ({})", file.string(), e.what());
+  }
+}
+
 RunState run_state(const fs::path& dir) {
   std::error_code ec;
   if (fs::exists(dir / "summary.json", ec)) return RunState::kDone;
@@ -553,7 +565,10 @@ SweepOutcome run_sweep(const SweepSpec& spec, const SweepOptions& options) {
     const Job job = point_job(spec, i, options.out, threads_blas);
     if (run_state(job.dir) == RunState::kDone) {
       ++outcome.skipped;
-      if (retrain) {
+      if (retrain && nothing_pruned(job.dir)) {
+        log::info("sweep: {} removed no head: its retraining would repeat the baseline, not run",
+                  job.name);
+      } else if (retrain) {
         const Job r = retrain_job(spec, i, options.out, threads_blas);
         if (run_state(r.dir) == RunState::kDone)
           ++outcome.skipped;
@@ -657,7 +672,11 @@ SweepOutcome run_sweep(const SweepSpec& spec, const SweepOptions& options) {
         retrain_waiting.erase(
             std::remove(retrain_waiting.begin(), retrain_waiting.end(), job.point),
             retrain_waiting.end());
-        ready.push_back(retrain_job(spec, job.point, options.out, threads_blas));
+        if (nothing_pruned(job.dir))
+          log::info("sweep: {} removed no head: its retraining would repeat the baseline, not run",
+                    job.name);
+        else
+          ready.push_back(retrain_job(spec, job.point, options.out, threads_blas));
       }
     } else if (failed) {
       ++outcome.failed;

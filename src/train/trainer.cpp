@@ -500,6 +500,15 @@ TrainSummary Trainer::run() {
         done = true;
         break;
       }
+      if (t.save_every > 0 && state_.step - last_saved_step >= t.save_every && window_steps == 0 &&
+          !stop_now) {
+        // Between evaluations: only `last`, so that a killed run loses little. Saved right after a
+        // log line (the log window is not part of the checkpoint), so a resumed run logs the
+        // same numbers as an uninterrupted one.
+        state_.elapsed_seconds = elapsed_before + since(session_start);
+        save(ckpt_dir / "last");
+        last_saved_step = state_.step;
+      }
       if (stop_now) {
         summary.interrupted = true;
         done = true;

@@ -87,10 +87,11 @@ struct TrainConfig {
   double label_smoothing = 0.1;
   double clip_norm = 0.0;  // 0: no clipping
   int max_steps = 100000;
-  int max_epochs = 0;                // 0: no limit
-  int max_len = 256;                 // drop training pairs longer (in subwords) on either side
-  int eval_every = 1000;             // optimizer steps between dev evaluations and checkpoints
-  int eval_beam = 1;                 // 1: greedy decoding for dev BLEU
+  int max_epochs = 0;     // 0: no limit
+  int max_len = 256;      // drop training pairs longer (in subwords) on either side
+  int eval_every = 1000;  // optimizer steps between dev evaluations and checkpoints
+  int save_every = 0;     // steps between extra saves of checkpoints/last; 0: at evaluations only
+  int eval_beam = 1;      // 1: greedy decoding for dev BLEU
   int eval_max_sentences = 0;        // 0: the whole dev set
   std::string best_metric = "bleu";  // bleu | loss
   int patience = 10;  // stop after this many evaluations without improvement; 0: never

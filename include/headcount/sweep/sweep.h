@@ -91,6 +91,9 @@ enum class RunState { kPending, kInterrupted, kRunning, kDone, kFailed };
 const char* state_name(RunState s);
 // What a run folder says about its run (kRunning is only known to the sweep that runs it).
 RunState run_state(const fs::path& dir);
+// A finished prune run that removed no head: its architecture is the baseline's, so retraining
+// it from scratch would only repeat the baseline (sweeps skip it, reports say so).
+bool nothing_pruned(const fs::path& prune_run);
 // The best dev BLEU a run has logged so far (its final BLEU for a finished prune run).
 std::optional<double> run_bleu(const fs::path& dir);
 
