@@ -334,15 +334,17 @@ TEST(Report, TableFromAFixtureOfFinishedRuns) {
                                {{"name", "lambda-1"}, {"values", {{"prune.lambda", "1"}}}}}}};
   fs::create_directories(out);
   io::write_file_atomic(out / "sweep.json", manifest.dump());
-  auto finished_prune = [&](const std::string& name, const std::string& heads, double bleu,
-                            int64_t params) {
+  auto finished_prune = [&](const std::string& name, const std::string& heads,
+                            const std::string& e_d_de, double bleu, int64_t params) {
     const fs::path run = out / name;
     fs::create_directories(run);
     io::write_file_atomic(run / "summary.json", "{}");
-    io::write_file_atomic(run / "pruning.json",
-                          fmt::format(R"({{"heads_after":{},"parameters_before":1000,
-                                          "parameters_after":{},"dev_bleu_end":{},"steps":100}})",
-                                      heads, params, bleu));
+    io::write_file_atomic(
+        run / "pruning.json",
+        fmt::format(R"({{"heads_before_e_d_de":"4/4/4","heads_after_e_d_de":"{}","heads_after":{},
+                        "parameters_before":1000,"parameters_after":{},"dev_bleu_end":{},
+                        "steps":100}})",
+                    e_d_de, heads, params, bleu));
     io::write_file_atomic(
         run / "metrics.jsonl",
         fmt::format(R"({{"event":"final","step":100,"dev_bleu":{},"dev_chrf":44.25}})"
@@ -353,9 +355,10 @@ TEST(Report, TableFromAFixtureOfFinishedRuns) {
                           "enc_self,0,1,50,0.01,0,24.0\nenc_self,1,0,100,0.02,0,25.0\n"
                           "enc_self,0,0,,0.9,1,\nenc_self,1,1,,0.8,1,\n");
   };
-  finished_prune("lambda-0.1", R"({"enc_self":[1,1],"dec_self":[2,2],"enc_dec":[2,1]})", 25.0, 900);
-  finished_prune("lambda-0.5", R"({"enc_self":[0,1],"dec_self":[1,0],"enc_dec":[1,1]})", 21.25,
-                 800);
+  finished_prune("lambda-0.1", R"({"enc_self":[1,1],"dec_self":[2,2],"enc_dec":[2,1]})", "2/4/3",
+                 25.0, 900);
+  finished_prune("lambda-0.5", R"({"enc_self":[0,1],"dec_self":[1,0],"enc_dec":[1,1]})", "1/1/2",
+                 21.25, 800);
   // lambda-0.1 was retrained from scratch (best dev BLEU 23.5); lambda-0.5's retraining runs.
   fs::create_directories(out / "lambda-0.1" / "scratch");
   io::write_file_atomic(out / "lambda-0.1" / "scratch" / "summary.json", "{}");
