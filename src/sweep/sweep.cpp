@@ -450,6 +450,14 @@ std::string status_table(const SweepSpec& spec, const fs::path& out) {
 
 namespace {
 
+// False (and says why) for a finished prune run that removed no head.
+bool retrain_needed(const Job& job) {
+  if (!nothing_pruned(job.dir)) return true;
+  log::info("sweep: {} removed no head: its retraining would repeat the baseline, not run",
+            job.name);
+  return false;
+}
+
 void write_manifest(const SweepSpec& spec, const fs::path& out) {
   nlohmann::json points = nlohmann::json::array();
   for (const auto& p : spec.points) {
@@ -565,10 +573,7 @@ SweepOutcome run_sweep(const SweepSpec& spec, const SweepOptions& options) {
     const Job job = point_job(spec, i, options.out, threads_blas);
     if (run_state(job.dir) == RunState::kDone) {
       ++outcome.skipped;
-      if (retrain && nothing_pruned(job.dir)) {
-        log::info("sweep: {} removed no head: its retraining would repeat the baseline, not run",
-                  job.name);
-      } else if (retrain) {
+      if (retrain && retrain_needed(job)) {
         const Job r = retrain_job(spec, i, options.out, threads_blas);
         if (run_state(r.dir) == RunState::kDone)
           ++outcome.skipped;
@@ -672,10 +677,7 @@ SweepOutcome run_sweep(const SweepSpec& spec, const SweepOptions& options) {
         retrain_waiting.erase(
             std::remove(retrain_waiting.begin(), retrain_waiting.end(), job.point),
             retrain_waiting.end());
-        if (nothing_pruned(job.dir))
-          log::info("sweep: {} removed no head: its retraining would repeat the baseline, not run",
-                    job.name);
-        else
+        if (retrain_needed(job))
           ready.push_back(retrain_job(spec, job.point, options.out, threads_blas));
       }
     } else if (failed) {
