@@ -279,8 +279,10 @@ std::map<int64_t, double> train_losses(const fs::path& metrics) {
 }
 
 // Runs `c` once uninterrupted and once killed with SIGKILL as soon as its `last` checkpoint has
-// reached `kill_after` steps, then resumed; the two loss curves must be identical.
-void expect_kill_and_resume_on_same_curve(const TempDir& dir, const Config& c, int64_t kill_after) {
+// reached `kill_after` steps, then resumed; the two loss curves must be identical. `killed_at`:
+// the step of the checkpoint the run resumed from.
+void expect_kill_and_resume_on_same_curve(const TempDir& dir, const Config& c, int64_t kill_after,
+                                          int64_t* killed_at) {
   save_config(c, dir / "config.yaml");
   const std::string bin = HEADCOUNT_BINARY;
   // Uninterrupted reference.
@@ -303,9 +305,11 @@ void expect_kill_and_resume_on_same_curve(const TempDir& dir, const Config& c, i
     std::error_code ec;
     if (fs::exists(state, ec)) {
       try {
-        if (nlohmann::json::parse(io::read_file(state))["step"].get<int64_t>() >= kill_after) {
+        const auto step = nlohmann::json::parse(io::read_file(state))["step"].get<int64_t>();
+        if (step >= kill_after) {
           kill(pid, SIGKILL);
           killed = true;
+          *killed_at = step;
         }
       } catch (...) {
       }
@@ -333,7 +337,8 @@ TEST(Training, KilledRunResumesOnTheSameLossCurve) {
   c.train.max_steps = 120;
   c.train.eval_every = 20;
   c.train.log_every = 5;
-  expect_kill_and_resume_on_same_curve(dir, c, 40);
+  int64_t killed_at = 0;
+  expect_kill_and_resume_on_same_curve(dir, c, 40, &killed_at);
 }
 
 TEST(Training, SaveEveryCheckpointsBetweenEvaluationsAndResumesFromThere) {
@@ -344,7 +349,12 @@ TEST(Training, SaveEveryCheckpointsBetweenEvaluationsAndResumesFromThere) {
   c.train.eval_every = 100;  // the kill comes long before the first evaluation
   c.train.save_every = 7;    // saved at the next log line: steps 10, 20, 30, ...
   c.train.log_every = 5;
-  expect_kill_and_resume_on_same_curve(dir, c, 14);
+  int64_t killed_at = 0;
+  expect_kill_and_resume_on_same_curve(dir, c, 14, &killed_at);
+  // It resumed from a save between evaluations (without save_every, `last` would first appear at
+  // the evaluation of step 100), taken at a log line.
+  EXPECT_LT(killed_at, 100);
+  EXPECT_EQ(killed_at % c.train.log_every, 0);
   // step-N checkpoints are still only those of evaluations.
   EXPECT_TRUE(fs::exists(dir / "killed" / "checkpoints" / "step-100"));
   EXPECT_FALSE(fs::exists(dir / "killed" / "checkpoints" / "step-20"));

@@ -113,18 +113,19 @@ torch::Tensor bmm_kernel(const torch::Tensor& a_in, const torch::Tensor& b_in) {
   const int64_t bs0 = b.stride(0), bs1 = b.stride(1), b_row = b.stride(2), b_col = b.stride(3);
   // Batches are independent: split them over LibTorch's intra-op threads (one by default).
   at::parallel_for(0, P * Q, 16, [&](int64_t begin, int64_t end) {
-    std::vector<float> packed(static_cast<size_t>(K * N));
-    float* bp = packed.data();
+    // B is used in place when it is already packed (row-major, rows back to back); otherwise
+    // copied into that layout once per matrix.
+    const bool packed_already = b_col == 1 && b_row == N;
+    std::vector<float> packed(packed_already ? 0 : static_cast<size_t>(K * N));
     for (int64_t idx = begin; idx < end; ++idx) {
       const int64_t p = idx / Q, q = idx % Q;
       const float* bm = bptr + p * bs0 + q * bs1;
-      if (b_col == 1 && b_row == N) {
-        std::copy(bm, bm + K * N, bp);
-      } else if (b_col == 1) {
-        for (int64_t k = 0; k < K; ++k) std::copy(bm + k * b_row, bm + k * b_row + N, bp + k * N);
-      } else {
+      const float* bp = bm;
+      if (!packed_already) {
+        float* dst = packed.data();
         for (int64_t k = 0; k < K; ++k)
-          for (int64_t j = 0; j < N; ++j) bp[k * N + j] = bm[k * b_row + j * b_col];
+          for (int64_t j = 0; j < N; ++j) dst[k * N + j] = bm[k * b_row + j * b_col];
+        bp = dst;
       }
       kGemm(M, N, K, ap + p * as0 + q * as1, a_row, a_col, bp, cp + idx * M * N);
     }

@@ -10,8 +10,9 @@ namespace {
 
 // The loss and its negative log-likelihood part in one autograd node. Its backward is the
 // closed form d/dlogits = w * [(g_loss + g_nll) * p - (g_loss * (1 - eps) + g_nll) * onehot -
-// g_loss * eps / V] (p = softmax, w = 1 on non-padding tokens): one pass over [N, V] where the
-// composite graph (gather, mean, where, log_softmax) took five and a [N, V] scatter of zeros.
+// g_loss * eps / V] (p = softmax, w = 1 on non-padding tokens): three element-wise passes over
+// [N, V] and a scatter of N values, where autograd through the composite graph (gather, mean,
+// where, log_softmax) zero-filled and scattered a full [N, V] tensor and added several more.
 struct SmoothedCrossEntropyFn : torch::autograd::Function<SmoothedCrossEntropyFn> {
   static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx,
                                                 const torch::Tensor& logits,
