@@ -367,8 +367,14 @@ void add_bench_command(CLI::App& app) {
   auto* blas = cmd->add_subcommand("blas", "Identify the BLAS and measure its matmul speed");
   blas->callback([] {
     const auto b = runtime::probe_blas();
-    std::printf("BLAS: %s\nlibrary: %s\nsgemm 384x384: %.1f GFLOP/s%s\n", b.vendor.c_str(),
-                b.library.c_str(), b.gflops,
+    std::printf("BLAS: %s\nlibrary: %s\n", b.vendor.c_str(), b.library.c_str());
+    using NameFn = char* (*)();
+    if (const auto name = reinterpret_cast<NameFn>(dlsym(RTLD_DEFAULT, "openblas_get_corename"))) {
+      const char* forced = std::getenv("OPENBLAS_CORETYPE");
+      std::printf("kernels: %s%s%s\n", name(), forced ? " (set by OPENBLAS_CORETYPE=" : "",
+                  forced ? (std::string(forced) + ")").c_str() : "");
+    }
+    std::printf("sgemm 384x384: %.1f GFLOP/s%s\n", b.gflops,
                 b.slow ? "  (SLOW: install libopenblas0-pthread)" : "");
   });
   auto a = std::make_shared<ThreadsArgs>();
