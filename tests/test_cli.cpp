@@ -1,14 +1,17 @@
 // The headcount executable: help, exit codes, one-line errors, bleu output and --dump-config.
 #include <gtest/gtest.h>
+#include <malloc.h>
 #include <sys/wait.h>
 
 #include <array>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
 
 #include "headcount/common/io.h"
+#include "headcount/common/runtime.h"
 #include "test_util.h"
 
 namespace headcount {
@@ -139,6 +142,42 @@ TEST(Cli, WarnsAboutASlowReferenceBlas) {
   EXPECT_EQ(r.code, 0);
   EXPECT_NE(r.err.find("slow BLAS"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("apt-get install libopenblas0-pthread"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace headcount
+
+namespace headcount {
+namespace {
+
+TEST(Runtime, KeepFreedMemoryServesLargeBlocksFromTheHeapAndKeepsThem) {
+  // glibc's defaults first: a 64 MB block is a fresh mmap, returned to the system when freed.
+  constexpr size_t kBlock = 64u << 20;
+  const size_t mapped_before = mallinfo2().hblkhd;
+  void* p = std::malloc(kBlock);
+  ASSERT_NE(p, nullptr);
+  const bool default_mmaps = mallinfo2().hblkhd >= mapped_before + kBlock;
+  std::free(p);
+  if (!default_mmaps) GTEST_SKIP() << "this process already keeps large blocks in the heap";
+
+  ASSERT_EQ(setenv("HEADCOUNT_RETURN_MEMORY", "1", 1), 0);
+  EXPECT_FALSE(runtime::keep_freed_memory());  // opted out: nothing changed
+  ASSERT_EQ(unsetenv("HEADCOUNT_RETURN_MEMORY"), 0);
+  ASSERT_TRUE(runtime::keep_freed_memory());
+  const auto before = mallinfo2();
+  p = std::malloc(kBlock);
+  ASSERT_NE(p, nullptr);
+  std::memset(p, 1, kBlock);
+  const auto during = mallinfo2();
+  EXPECT_EQ(during.hblkhd, before.hblkhd);  // not mmap'd
+  EXPECT_GE(during.arena, before.arena);
+  std::free(p);
+  const auto after = mallinfo2();
+  EXPECT_GE(after.arena, during.arena);         // the heap did not shrink
+  EXPECT_GE(after.fordblks, kBlock);            // the block is free for the next allocation
+  void* q = std::malloc(kBlock);
+  EXPECT_EQ(mallinfo2().arena, after.arena);    // served from what was kept
+  std::free(q);
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 
 #include <link.h>
+#include <malloc.h>
 #include <unistd.h>
 #include <cstdlib>
 
@@ -11,6 +12,7 @@
 #include <torch/torch.h>
 
 #include <chrono>
+#include <climits>
 #include <cstring>
 #include <mutex>
 
@@ -39,6 +41,20 @@ bool is_openblas(const std::string& library) {
 }
 
 }  // namespace
+
+bool keep_freed_memory() {
+  if (const char* v = std::getenv("HEADCOUNT_RETURN_MEMORY"); v && *v && std::string(v) != "0")
+    return false;
+#ifdef __GLIBC__
+  // Every chunk from the heap (not from mmap), and a heap that never shrinks: freed blocks are
+  // reused by the next allocation of a similar size without faulting pages in again.
+  const bool ok = mallopt(M_MMAP_MAX, 0) == 1 && mallopt(M_TRIM_THRESHOLD, INT_MAX) == 1 &&
+                  mallopt(M_TOP_PAD, 64 << 20) == 1;
+  return ok;
+#else
+  return false;
+#endif
+}
 
 int num_cores() {
   // A launcher that starts several processes on one machine gives each its share.
