@@ -173,10 +173,10 @@ TEST(Runtime, KeepFreedMemoryServesLargeBlocksFromTheHeapAndKeepsThem) {
   EXPECT_GE(during.arena, before.arena);
   std::free(p);
   const auto after = mallinfo2();
-  EXPECT_GE(after.arena, during.arena);         // the heap did not shrink
-  EXPECT_GE(after.fordblks, kBlock);            // the block is free for the next allocation
+  EXPECT_GE(after.arena, during.arena);  // the heap did not shrink
+  EXPECT_GE(after.fordblks, kBlock);     // the block is free for the next allocation
   void* q = std::malloc(kBlock);
-  EXPECT_EQ(mallinfo2().arena, after.arena);    // served from what was kept
+  EXPECT_EQ(mallinfo2().arena, after.arena);  // served from what was kept
   std::free(q);
 }
 
