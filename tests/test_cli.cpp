@@ -182,3 +182,27 @@ TEST(Runtime, KeepFreedMemoryServesLargeBlocksFromTheHeapAndKeepsThem) {
 
 }  // namespace
 }  // namespace headcount
+
+namespace headcount {
+namespace {
+
+TEST(Cli, BenchTrainReportsConsistentFigures) {
+  const auto r = run(
+      "bench train --d-model 16 --layers 1 --heads 2 --ffn 32 --vocab 50 --sentences 2 --length 4 "
+      "--steps 2 --warmup 1 --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["tokens_per_step"].get<double>(), 8.0);
+  EXPECT_NEAR(j["target_tokens_per_s"].get<double>(), 8.0 / j["step_seconds_median"].get<double>(),
+              1e-6);
+  // Multiply-adds by hand for 2 x 4 tokens, d=16, FFN 32, vocabulary 50, 1+1 layers:
+  // encoder 8 * (4*16^2 + 2*16*32) + 2 sentences * 2*4*4*16 = 17,408; decoder (self and cross
+  // attention) 8 * (8*16^2 + 2*16*32) + 2 * 4*4*4*16 = 26,624; output 8*16*50 = 6,400;
+  // x 2 FLOPs x 3 (forward and two backward products) = 302,592.
+  EXPECT_NEAR(j["gflop_per_step"].get<double>(), 302592e-9, 1e-12);
+  EXPECT_GE(j["page_faults_per_step"].get<double>(), 0.0);
+  EXPECT_GT(j["matmul_peak_gflops"].get<double>(), 0.0);
+}
+
+}  // namespace
+}  // namespace headcount

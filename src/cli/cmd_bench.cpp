@@ -1,6 +1,7 @@
 // headcount bench: measured figures of this machine (BLAS speed, thread settings).
 #include <ATen/Parallel.h>
 #include <dlfcn.h>
+#include <sys/resource.h>
 #include <torch/csrc/autograd/profiler_legacy.h>
 #include <torch/torch.h>
 
@@ -194,10 +195,19 @@ void bench_train(const TrainBenchArgs& a, const Config& config) {
     f();
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   };
+  // Page faults of the timed steps: first touching a page costs ~12 us on some virtual machines,
+  // more than the arithmetic on it (see runtime::keep_freed_memory).
+  auto minor_faults = [] {
+    rusage u{};
+    getrusage(RUSAGE_SELF, &u);
+    return static_cast<double>(u.ru_minflt);
+  };
+  const double faults_before = minor_faults();
   for (int i = 0; i < a.steps; ++i) {
     times.push_back(timed(step));
     if (a.gated) gated_times.push_back(timed(gated_step));
   }
+  const double faults_per_step = (minor_faults() - faults_before) / a.steps;
   if (a.gated) {
     std::sort(gated_times.begin(), gated_times.end());
     auto sorted = times;
@@ -227,7 +237,8 @@ void bench_train(const TrainBenchArgs& a, const Config& config) {
                                 {"achieved_gflops", achieved},
                                 {"matmul_peak_gflops", peak},
                                 {"fraction_of_peak", achieved / peak},
-                                {"intra_op_threads", at::get_num_threads()}};
+                                {"intra_op_threads", at::get_num_threads()},
+                                {"page_faults_per_step", faults_per_step}};
     std::printf("%s\n", j.dump().c_str());
     return;
   }
@@ -237,6 +248,8 @@ void bench_train(const TrainBenchArgs& a, const Config& config) {
   std::printf("step time: median %.3f s (min %.3f, max %.3f) over %d steps\n", median,
               times.front(), times.back(), a.steps);
   std::printf("target tokens/s: %.0f\n", tokens / median);
+  std::printf("page faults per step: %.0f%s\n", faults_per_step,
+              a.gated ? " (plain and gated steps together)" : "");
   std::printf(
       "FLOPs per step: %.1f GFLOP -> %.1f GFLOP/s; matmul peak measured now (sgemm 2048): "
       "%.1f GFLOP/s; fraction of peak: %.0f%%\n",
