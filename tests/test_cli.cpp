@@ -144,12 +144,6 @@ TEST(Cli, WarnsAboutASlowReferenceBlas) {
   EXPECT_NE(r.err.find("apt-get install libopenblas0-pthread"), std::string::npos) << r.err;
 }
 
-}  // namespace
-}  // namespace headcount
-
-namespace headcount {
-namespace {
-
 TEST(Runtime, KeepFreedMemoryServesLargeBlocksFromTheHeapAndKeepsThem) {
   // glibc's defaults first: a 64 MB block is a fresh mmap, returned to the system when freed.
   constexpr size_t kBlock = 64u << 20;
@@ -169,8 +163,8 @@ TEST(Runtime, KeepFreedMemoryServesLargeBlocksFromTheHeapAndKeepsThem) {
   ASSERT_NE(p, nullptr);
   std::memset(p, 1, kBlock);
   const auto during = mallinfo2();
-  EXPECT_EQ(during.hblkhd, before.hblkhd);  // not mmap'd
-  EXPECT_GE(during.arena, before.arena);
+  EXPECT_EQ(during.hblkhd, before.hblkhd);               // not mmap'd
+  EXPECT_GE(during.uordblks, before.uordblks + kBlock);  // from the heap
   std::free(p);
   const auto after = mallinfo2();
   EXPECT_GE(after.arena, during.arena);  // the heap did not shrink
@@ -179,12 +173,6 @@ TEST(Runtime, KeepFreedMemoryServesLargeBlocksFromTheHeapAndKeepsThem) {
   EXPECT_EQ(mallinfo2().arena, after.arena);  // served from what was kept
   std::free(q);
 }
-
-}  // namespace
-}  // namespace headcount
-
-namespace headcount {
-namespace {
 
 TEST(Cli, BenchTrainReportsConsistentFigures) {
   const auto r = run(
@@ -200,7 +188,7 @@ TEST(Cli, BenchTrainReportsConsistentFigures) {
   // attention) 8 * (8*16^2 + 2*16*32) + 2 * 4*4*4*16 = 26,624; output 8*16*50 = 6,400;
   // x 2 FLOPs x 3 (forward and two backward products) = 302,592.
   EXPECT_NEAR(j["gflop_per_step"].get<double>(), 302592e-9, 1e-12);
-  EXPECT_GE(j["page_faults_per_step"].get<double>(), 0.0);
+  ASSERT_TRUE(j.contains("page_faults_per_step") && j["page_faults_per_step"].is_number());
   EXPECT_GT(j["matmul_peak_gflops"].get<double>(), 0.0);
 }
 

@@ -48,9 +48,8 @@ bool keep_freed_memory() {
 #ifdef __GLIBC__
   // Every chunk from the heap (not from mmap), and a heap that never shrinks: freed blocks are
   // reused by the next allocation of a similar size without faulting pages in again.
-  const bool ok = mallopt(M_MMAP_MAX, 0) == 1 && mallopt(M_TRIM_THRESHOLD, INT_MAX) == 1 &&
-                  mallopt(M_TOP_PAD, 64 << 20) == 1;
-  return ok;
+  return mallopt(M_MMAP_MAX, 0) == 1 && mallopt(M_TRIM_THRESHOLD, INT_MAX) == 1 &&
+         mallopt(M_TOP_PAD, 64 << 20) == 1;
 #else
   return false;
 #endif
