@@ -3,7 +3,9 @@
 own torch.nn.Transformer at the same shapes (d=256, 6+6 layers, 8 heads, FFN 1024, vocabulary
 8000, 64 x 32 target tokens), with the same pieces around it: one embedding table shared by
 source, target and output, sinusoidal positions, label-smoothed cross-entropy, Adam. Prints one
-JSON line. Uses Debian's python3-torch.
+JSON line. Uses Debian's python3-torch. With --bf16 the forward pass and the loss run under
+torch.autocast("cpu", dtype=torch.bfloat16), as a PyTorch user trains in mixed precision on a CPU
+with bf16 arithmetic (oneDNN's bf16 kernels).
 """
 import argparse
 import json
@@ -26,6 +28,7 @@ def main():
     p.add_argument('--steps', type=int, default=5)
     p.add_argument('--warmup', type=int, default=2)
     p.add_argument('--threads', type=int, default=1)
+    p.add_argument('--bf16', action='store_true', help='CPU bf16 autocast around forward + loss')
     a = p.parse_args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(1)
@@ -48,12 +51,13 @@ def main():
 
     def step():
         adam.zero_grad()
-        s = F.dropout(emb(src) * scale + pe, 0.1, True)
-        t = F.dropout(emb(tgt_in) * scale + pe, 0.1, True)
-        h = model(s, t, tgt_mask=mask)
-        logits = F.linear(h, emb.weight)
-        loss = F.cross_entropy(logits.view(-1, a.vocab), tgt_out.view(-1), ignore_index=0,
-                               label_smoothing=0.1)
+        with torch.autocast('cpu', dtype=torch.bfloat16, enabled=a.bf16):
+            s = F.dropout(emb(src) * scale + pe, 0.1, True)
+            t = F.dropout(emb(tgt_in) * scale + pe, 0.1, True)
+            h = model(s, t, tgt_mask=mask)
+            logits = F.linear(h, emb.weight)
+            loss = F.cross_entropy(logits.view(-1, a.vocab).float(), tgt_out.view(-1),
+                                   ignore_index=0, label_smoothing=0.1)
         loss.backward()
         adam.step()
 
@@ -67,7 +71,8 @@ def main():
     times.sort()
     median = times[len(times) // 2]
     tokens = a.sentences * a.length
-    print(json.dumps({'impl': 'pytorch', 'threads': a.threads, 'tokens_per_step': tokens,
+    print(json.dumps({'impl': 'pytorch', 'precision': 'bf16' if a.bf16 else 'fp32',
+                      'threads': a.threads, 'tokens_per_step': tokens,
                       'step_seconds_median': median, 'step_seconds_min': times[0],
                       'step_seconds_max': times[-1], 'target_tokens_per_s': tokens / median}))
 

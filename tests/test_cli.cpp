@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "headcount/common/io.h"
+#include "headcount/common/precision.h"
 #include "headcount/common/runtime.h"
 #include "test_util.h"
 
@@ -190,6 +191,31 @@ TEST(Cli, BenchTrainReportsConsistentFigures) {
   EXPECT_NEAR(j["gflop_per_step"].get<double>(), 302592e-9, 1e-12);
   ASSERT_TRUE(j.contains("page_faults_per_step") && j["page_faults_per_step"].is_number());
   EXPECT_GT(j["matmul_peak_gflops"].get<double>(), 0.0);
+  EXPECT_NEAR(j["fraction_of_peak"].get<double>(),
+              j["achieved_gflops"].get<double>() / j["matmul_peak_gflops"].get<double>(), 1e-9);
+  // --precision fp32 is fp32 everywhere; bf16 where the CPU has it, else a clear error.
+  const auto f = run(
+      "bench train --d-model 16 --layers 1 --heads 2 --ffn 32 --vocab 50 --sentences 2 --length 4 "
+      "--steps 1 --warmup 1 --json --precision fp32");
+  ASSERT_EQ(f.code, 0) << f.err;
+  EXPECT_EQ(nlohmann::json::parse(f.out)["precision"], "fp32");
+  const auto b = run(
+      "bench train --d-model 16 --layers 1 --heads 2 --ffn 32 --vocab 50 --sentences 2 --length 4 "
+      "--steps 1 --warmup 1 --json --precision bf16");
+  if (cpu_native_bf16().empty()) {
+    EXPECT_NE(b.code, 0);
+    EXPECT_NE(b.err.find("train.precision: bf16 needs native bf16 arithmetic"), std::string::npos)
+        << b.err;
+  } else {
+    ASSERT_EQ(b.code, 0) << b.err;
+    EXPECT_EQ(nlohmann::json::parse(b.out)["precision"], "bf16");
+  }
+  const auto none = run_env(
+      "HEADCOUNT_CPU_BF16=0",
+      "bench train --d-model 16 --layers 1 --heads 2 --ffn 32 --vocab 50 --sentences 2 --length 4 "
+      "--steps 1 --warmup 1 --json --precision bf16");
+  EXPECT_NE(none.code, 0);
+  EXPECT_NE(none.err.find("bf16 needs native bf16 arithmetic"), std::string::npos) << none.err;
 }
 
 }  // namespace

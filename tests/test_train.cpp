@@ -15,6 +15,7 @@
 
 #include "headcount/common/check.h"
 #include "headcount/common/io.h"
+#include "headcount/common/precision.h"
 #include "headcount/data/vocab.h"
 #include "headcount/decode/search.h"
 #include "headcount/train/batching.h"
@@ -339,6 +340,43 @@ TEST(Training, KilledRunResumesOnTheSameLossCurve) {
   c.train.log_every = 5;
   int64_t killed_at = 0;
   expect_kill_and_resume_on_same_curve(dir, c, 40, &killed_at);
+}
+
+// A bf16 run resumes like an fp32 one (its checkpoints hold fp32 weights and Adam state in the
+// unchanged format), and its summary says which precision ran and why.
+TEST(Training, Bf16RunResumesOnTheSameLossCurveFromFp32Checkpoints) {
+  if (cpu_native_bf16().empty()) GTEST_SKIP() << "no native bf16 arithmetic on this CPU";
+  TempDir dir;
+  Config c = tiny_run_config(dir, 64);
+  c.model.dropout = 0.1;
+  c.train.precision = "bf16";
+  c.train.max_steps = 120;
+  c.train.eval_every = 20;
+  c.train.log_every = 5;
+  int64_t killed_at = 0;
+  expect_kill_and_resume_on_same_curve(dir, c, 40, &killed_at);
+  const auto last = dir / "killed" / "checkpoints" / "last";
+  for (const auto& [name, w] : train::load_weights_file(last / "model.pt"))
+    EXPECT_EQ(w.scalar_type(), torch::kFloat32) << name;
+  const auto summary = nlohmann::json::parse(io::read_file(dir / "killed" / "summary.json"));
+  EXPECT_EQ(summary["precision"], "bf16");
+  EXPECT_NE(summary["precision_reason"].get<std::string>().find("train.precision: bf16"),
+            std::string::npos);
+  // The same run in fp32 takes another path: its losses differ (bf16 really ran).
+  TempDir dir32;
+  Config c32 = c;
+  c32.data.dir = dir.path().string();
+  c32.train.precision = "fp32";
+  save_config(c32, dir32 / "config.yaml");
+  ASSERT_EQ(std::system(fmt::format("{} train {} --out {} >/dev/null 2>&1", HEADCOUNT_BINARY,
+                                    (dir32 / "config.yaml").string(), (dir32 / "run").string())
+                            .c_str()),
+            0);
+  const auto l16 = train_losses(dir / "ref" / "metrics.jsonl");
+  const auto l32 = train_losses(dir32 / "run" / "metrics.jsonl");
+  ASSERT_EQ(l16.size(), l32.size());
+  EXPECT_NE(l16.rbegin()->second, l32.rbegin()->second);
+  EXPECT_NEAR(l16.begin()->second, l32.begin()->second, 0.05 * l32.begin()->second);
 }
 
 TEST(Training, SaveEveryCheckpointsBetweenEvaluationsAndResumesFromThere) {

@@ -46,8 +46,10 @@ inline Config tiny_run_config(const testing::TempDir& dir, int train_pairs) {
   io::write_lines_atomic(dir / "test.en", den);
   Config c;
   // Tests run two at a time (ctest -j2): one BLAS thread each keeps them from spinning against
-  // each other.
+  // each other; one LibTorch thread each for the same reason (bf16 would otherwise take one per
+  // core).
   c.threads.blas = 1;
+  c.threads.intra_op = 1;
   c.data.prepare = "none";
   c.data.dir = dir.path().string();
   c.data.test_extra_refs = {};

@@ -6,6 +6,7 @@
 #include <map>
 
 #include "headcount/common/check.h"
+#include "headcount/common/precision.h"
 #include "headcount/common/runtime.h"
 #include "headcount/data/corpus.h"
 #include "headcount/data/vocab.h"
@@ -68,8 +69,9 @@ Analyzer::Analyzer(const AnalyzeOptions& o) : s_(std::make_unique<State>()) {
   HC_CHECK(o.split == "dev" || o.split == "test", "split: expected dev or test, got '{}'", o.split);
   s_->info = train::read_checkpoint_info(o.checkpoint);
   const Config& c = s_->info.config;
-  runtime::apply_threads(c.threads);
   s_->device = runtime::resolve_device(c.device);
+  runtime::apply_threads(
+      c.threads, resolve_precision(c.decode.precision, s_->device, "decode.precision").bf16());
   s_->model = train::load_model(s_->info, s_->device);
   s_->model->eval();
   s_->src_vocab = std::make_unique<data::Vocab>(data::Vocab::load(s_->info.vocab.src_model));

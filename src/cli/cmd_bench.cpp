@@ -13,11 +13,13 @@
 #include "commands.h"
 #include "headcount/common/check.h"
 #include "headcount/common/io.h"
+#include "headcount/common/precision.h"
 #include "headcount/common/runtime.h"
 #include "headcount/common/text.h"
 #include "headcount/data/corpus.h"
 #include "headcount/data/vocab.h"
 #include "headcount/decode/search.h"
+#include "headcount/eval/bleu.h"
 #include "headcount/model/transformer.h"
 #include "headcount/prune/head_gates.h"
 #include "headcount/train/checkpoint.h"
@@ -108,8 +110,9 @@ struct TrainBenchArgs {
   int sentences = 64, length = 32;  // 2048 target tokens a step
   int steps = 5, warmup = 2;
   bool json = false;
-  bool gated = false;   // also time gated fine-tuning steps, alternating with plain ones
-  std::string profile;  // write a Chrome trace of one step here
+  bool gated = false;     // also time gated fine-tuning steps, alternating with plain ones
+  std::string profile;    // write a Chrome trace of one step here
+  std::string precision;  // overrides train.precision when set
 };
 
 // FLOPs of one training step: 3x the forward matmuls (forward, and backward's two products).
@@ -123,10 +126,13 @@ double train_step_flops(const TrainBenchArgs& a) {
   return 3.0 * 2.0 * (enc + dec + out);
 }
 
-double matmul_peak_gflops() {
+// The best of three 2048 x 2048 products in fp32 (OpenBLAS) or bf16 (oneDNN), on the threads set
+// now.
+double matmul_peak_gflops(bool bf16 = false) {
   torch::NoGradGuard g;
   const int64_t n = 2048;
-  auto a = torch::randn({n, n}), b = torch::randn({n, n});
+  const auto dtype = bf16 ? torch::kBFloat16 : torch::kFloat32;
+  auto a = torch::randn({n, n}).to(dtype), b = torch::randn({n, n}).to(dtype);
   auto c = torch::mm(a, b);
   double best = 1e30;
   for (int i = 0; i < 3; ++i) {
@@ -139,7 +145,10 @@ double matmul_peak_gflops() {
 }
 
 void bench_train(const TrainBenchArgs& a, const Config& config) {
-  runtime::apply_threads(config.threads);
+  const torch::Device cpu(torch::kCPU);
+  const auto precision = resolve_precision(
+      a.precision.empty() ? config.train.precision : a.precision, cpu, "train.precision");
+  runtime::apply_threads(config.threads, precision.bf16());
   torch::manual_seed(1);
   ModelConfig mc;
   mc.d_model = a.d_model;
@@ -157,9 +166,14 @@ void bench_train(const TrainBenchArgs& a, const Config& config) {
   auto src = torch::randint(4, a.vocab, {a.sentences, a.length});
   auto tgt_in = torch::randint(4, a.vocab, {a.sentences, a.length});
   auto tgt_out = torch::randint(4, a.vocab, {a.sentences, a.length});
+  // The forward pass under train.precision, as the trainer runs it (loss and backward outside).
+  auto forward = [&] {
+    PrecisionScope scope(precision, cpu);
+    return m->forward(src, tgt_in);
+  };
   auto step = [&] {
     adam.zero_grad();
-    auto ls = train::label_smoothed_loss(m->forward(src, tgt_in), tgt_out, 0.1);
+    auto ls = train::label_smoothed_loss(forward(), tgt_out, 0.1);
     (ls.loss / static_cast<double>(ls.tokens)).backward();
     adam.step();
   };
@@ -177,7 +191,7 @@ void bench_train(const TrainBenchArgs& a, const Config& config) {
     adam.zero_grad();
     gate_adam->zero_grad();
     gates->apply_sample(a.sentences);
-    auto ls = train::label_smoothed_loss(m->forward(src, tgt_in), tgt_out, 0.1);
+    auto ls = train::label_smoothed_loss(forward(), tgt_out, 0.1);
     (ls.loss / static_cast<double>(ls.tokens) + 0.05 * gates->penalty("layer_mean")).backward();
     adam.step();
     gate_adam->step();
@@ -224,10 +238,11 @@ void bench_train(const TrainBenchArgs& a, const Config& config) {
   const double median = times[times.size() / 2];
   const double tokens = static_cast<double>(a.sentences) * a.length;
   const double flops = train_step_flops(a);
-  const double peak = matmul_peak_gflops();
+  const double peak = matmul_peak_gflops(precision.bf16());
   const double achieved = flops / median / 1e9;
   if (a.json) {
     nlohmann::ordered_json j = {{"impl", "headcount"},
+                                {"precision", precision.name()},
                                 {"tokens_per_step", tokens},
                                 {"step_seconds_median", median},
                                 {"step_seconds_min", times.front()},
@@ -245,15 +260,17 @@ void bench_train(const TrainBenchArgs& a, const Config& config) {
   std::printf(
       "headcount Transformer d=%d ffn=%d %d+%d layers %d heads vocab %d, %d x %d target tokens\n",
       a.d_model, a.ffn, a.layers, a.layers, a.heads, a.vocab, a.sentences, a.length);
+  std::printf("precision: %s (%s); %d LibTorch threads\n", precision.name().c_str(),
+              precision.reason.c_str(), at::get_num_threads());
   std::printf("step time: median %.3f s (min %.3f, max %.3f) over %d steps\n", median,
               times.front(), times.back(), a.steps);
   std::printf("target tokens/s: %.0f\n", tokens / median);
   std::printf("page faults per step: %.0f%s\n", faults_per_step,
               a.gated ? " (plain and gated steps together)" : "");
   std::printf(
-      "FLOPs per step: %.1f GFLOP -> %.1f GFLOP/s; matmul peak measured now (sgemm 2048): "
+      "FLOPs per step: %.1f GFLOP -> %.1f GFLOP/s; %s matmul peak measured now (2048^3): "
       "%.1f GFLOP/s; fraction of peak: %.0f%%\n",
-      flops / 1e9, achieved, peak, 100.0 * achieved / peak);
+      flops / 1e9, achieved, precision.name().c_str(), peak, 100.0 * achieved / peak);
 }
 
 struct DecodeBenchArgs {
@@ -263,6 +280,7 @@ struct DecodeBenchArgs {
   int sentences = 0;      // 0: the whole dev set
   std::vector<int> beams = {1, 4};
   int repeats = 3;
+  std::vector<std::string> precisions;  // empty: decode.precision of the checkpoint's config
 };
 
 double median_of(std::vector<double> v) {
@@ -331,42 +349,80 @@ void bench_decode(const DecodeBenchArgs& a) {
     ids.push_back(src_vocab.encode(s));
     src_len.push_back(static_cast<int64_t>(ids.back().size()) + 1);
   }
-  std::printf("%zu dev sentences, batch %d, %d intra-op threads, %d repeats (alternating)\n",
-              ids.size(), c.decode.batch_size, at::get_num_threads(), a.repeats);
+  std::vector<std::string> precisions = a.precisions;
+  if (precisions.empty()) precisions.push_back(c.decode.precision);
+  std::vector<PrecisionChoice> choices;
+  for (const auto& p : precisions)
+    choices.push_back(resolve_precision(p, device, "decode.precision"));
+  std::printf("%zu dev sentences, batch %d, %d repeats (alternating)\n", ids.size(),
+              c.decode.batch_size, a.repeats);
+  for (const auto& ch : choices) {
+    std::printf("precision %s: %s; %d intra-op threads\n", ch.name().c_str(), ch.reason.c_str(),
+                runtime::intra_op_threads(c.threads, ch.bf16()));
+  }
+  // Dev BLEU of each row's output, against the first reference (the speed must come at equal
+  // quality).
+  std::vector<std::string> refs(corpus.dev.tgt.begin(), corpus.dev.tgt.begin() + ids.size());
+  const auto tgt_vocab = data::Vocab::load(info.vocab.tgt_model);
   torch::NoGradGuard no_grad;
+  struct Row {
+    size_t variant;
+    size_t precision;
+    std::string name;
+  };
+  std::vector<Row> rows;
+  for (size_t k = 0; k < variants.size(); ++k) {
+    for (size_t p = 0; p < choices.size(); ++p) {
+      rows.push_back(
+          {k, p,
+           choices.size() > 1 ? variants[k].name + " " + choices[p].name() : variants[k].name});
+    }
+  }
   for (int beam : a.beams) {
     auto o = decode::SearchOptions::from(c.decode);
     o.beam = beam;
-    std::vector<std::vector<double>> secs(variants.size());
-    std::vector<std::vector<int64_t>> out_len(variants.size());
+    std::vector<std::vector<double>> secs(rows.size());
+    std::vector<std::vector<int64_t>> out_len(rows.size());
+    std::vector<double> bleu(rows.size());
     for (int r = 0; r < a.repeats; ++r) {
-      for (size_t k = 0; k < variants.size(); ++k) {
+      for (size_t k = 0; k < rows.size(); ++k) {
+        const auto& ch = choices[rows[k].precision];
+        o.precision = ch.name();
+        at::set_num_threads(runtime::intra_op_threads(c.threads, ch.bf16()));
         const auto t0 = std::chrono::steady_clock::now();
-        const auto out =
-            decode::translate_ids(variants[k].model, ids, o, c.decode.batch_size, device);
+        const auto out = decode::translate_ids(variants[rows[k].variant].model, ids, o,
+                                               c.decode.batch_size, device);
         secs[k].push_back(
             std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-        if (r == 0)
-          for (const auto& x : out) out_len[k].push_back(static_cast<int64_t>(x.size()) + 1);
+        if (r == 0) {
+          std::vector<std::string> hyps;
+          for (const auto& x : out) {
+            out_len[k].push_back(static_cast<int64_t>(x.size()) + 1);
+            hyps.push_back(tgt_vocab.decode(std::vector<int>(x.begin(), x.end())));
+          }
+          bleu[k] = eval::Bleu().corpus_score(hyps, {refs}).score;
+        }
       }
     }
-    std::printf("\nbeam %d\n%-22s %-10s %12s %16s %10s %10s %8s\n", beam, "model", "heads",
-                "sentences/s", "(min-max)", "measured", "predicted", "ratio");
+    std::printf("\nbeam %d\n%-27s %-10s %12s %16s %10s %10s %8s %8s\n", beam, "model", "heads",
+                "sentences/s", "(min-max)", "measured", "predicted", "ratio", "BLEU");
     const double base = median_of(secs[0]);
     // Each model's FLOPs on its own output lengths (a pruned model may stop earlier or later);
     // a masked model computes everything the full one does.
     const double base_flops = model::decode_flops(variants[0].info.architecture, c.model,
                                                   info.tgt_vocab_size, src_len, out_len[0], beam);
-    for (size_t k = 0; k < variants.size(); ++k) {
+    for (size_t k = 0; k < rows.size(); ++k) {
+      const auto& v = variants[rows[k].variant];
       const double med = median_of(secs[k]);
       const auto [lo, hi] = std::minmax_element(secs[k].begin(), secs[k].end());
       const double measured = base / med;
-      const double flops = model::decode_flops(variants[k].info.architecture, c.model,
-                                               info.tgt_vocab_size, src_len, out_len[k], beam);
+      const double flops = model::decode_flops(v.info.architecture, c.model, info.tgt_vocab_size,
+                                               src_len, out_len[k], beam);
       const double predicted = base_flops / flops;
-      std::printf("%-22s %-10s %12.1f %7.1f-%-8.1f %9.2fx %9.2fx %8.2f\n", variants[k].name.c_str(),
-                  variants[k].info.architecture.summary().c_str(), ids.size() / med,
-                  ids.size() / *hi, ids.size() / *lo, measured, predicted, measured / predicted);
+      std::printf("%-27s %-10s %12.1f %7.1f-%-8.1f %9.2fx %9.2fx %8.2f %8.2f\n",
+                  rows[k].name.c_str(), v.info.architecture.summary().c_str(), ids.size() / med,
+                  ids.size() / *hi, ids.size() / *lo, measured, predicted, measured / predicted,
+                  bleu[k]);
     }
   }
 }
@@ -387,6 +443,25 @@ void add_bench_command(CLI::App& app) {
       std::printf("kernel set chosen by OPENBLAS_CORETYPE=%s\n", core);
     std::printf("sgemm 384x384: %.1f GFLOP/s%s\n", b.gflops,
                 b.slow ? "  (SLOW: install libopenblas0-pthread)" : "");
+    // The peaks the training step is measured against (bench train's fraction of peak): fp32
+    // through the BLAS on its own threads, bf16 through oneDNN on LibTorch's threads.
+    const int cores = runtime::num_cores();
+    at::set_num_threads(1);
+    set_blas_threads(cores);
+    std::printf("fp32 matmul 2048^3: %.1f GFLOP/s (BLAS threads: %d)\n", matmul_peak_gflops(false),
+                cores);
+    const std::string native = cpu_native_bf16();
+    if (native.empty()) {
+      std::printf(
+          "bf16 matmul: no native bf16 arithmetic on this CPU (bf16 precision unavailable)\n");
+    } else {
+      for (int n : {1, cores}) {
+        at::set_num_threads(n);
+        std::printf("bf16 matmul 2048^3: %.1f GFLOP/s (oneDNN, %d thread%s; CPU has %s)\n",
+                    matmul_peak_gflops(true), n, n == 1 ? "" : "s", native.c_str());
+        if (cores == 1) break;
+      }
+    }
   });
   auto a = std::make_shared<ThreadsArgs>();
   auto* threads = cmd->add_subcommand(
@@ -415,6 +490,10 @@ void add_bench_command(CLI::App& app) {
   train->add_flag("--json", t->json, "One JSON line");
   train->add_option("--profile", t->profile,
                     "Write LibTorch's profile of one step (Chrome trace JSON) to this file");
+  train
+      ->add_option("--precision", t->precision,
+                   "auto | fp32 | bf16 (default: train.precision of the config)")
+      ->check(CLI::IsMember({"auto", "fp32", "bf16"}));
   train->add_flag("--gated", t->gated,
                   "Also time gated fine-tuning steps (gates on every head), alternating with plain "
                   "steps, and print their ratio");
@@ -431,6 +510,10 @@ void add_bench_command(CLI::App& app) {
                   "A prune run: also time CHECKPOINT with the heads it removed masked (no "
                   "physical pruning)")
       ->check(CLI::ExistingDirectory);
+  dec->add_option("--precisions", d->precisions,
+                  "Decode in each of these (auto, fp32, bf16), alternating; default: "
+                  "decode.precision of the checkpoint's config")
+      ->check(CLI::IsMember({"auto", "fp32", "bf16"}));
   dec->add_option("--repeats", d->repeats, "Alternated repetitions")
       ->check(CLI::Range(1, 100))
       ->capture_default_str();

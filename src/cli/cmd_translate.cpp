@@ -6,6 +6,8 @@
 #include "commands.h"
 #include "headcount/common/check.h"
 #include "headcount/common/io.h"
+#include "headcount/common/log.h"
+#include "headcount/common/precision.h"
 #include "headcount/common/runtime.h"
 #include "headcount/common/text.h"
 #include "headcount/data/corpus.h"
@@ -53,8 +55,10 @@ Loaded load(const DecodeArgs& a) {
   for (const auto& s : a.sets) loader.apply_set(s);
   l.info.config = loader.finish();
   const Config& c = l.info.config;
-  runtime::apply_threads(c.threads);
   l.device = runtime::resolve_device(c.device);
+  const auto precision = resolve_precision(c.decode.precision, l.device, "decode.precision");
+  runtime::apply_threads(c.threads, precision.bf16());
+  log::info("decoding in {} ({})", precision.name(), precision.reason);
   l.model = train::load_model(l.info, l.device);
   l.model->eval();
   l.src = std::make_unique<data::Vocab>(data::Vocab::load(l.info.vocab.src_model));

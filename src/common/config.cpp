@@ -198,8 +198,9 @@ const std::vector<Field>& schema() {
                  "random seed for everything a run draws (data order, init, dropout, gates)"),
       field<std::string>("device", "string", HC_ACCESS(device), device_name(),
                          "auto (CUDA when present, else CPU), cpu, cuda or cuda:N"),
-      field<int>("threads.intra_op", "int", HC_ACCESS(threads.intra_op), range(0, 1024),
-                 "LibTorch intra-op threads; 0 = one per core"),
+      field<int>("threads.intra_op", "int", HC_ACCESS(threads.intra_op), range(-1, 1024),
+                 "LibTorch intra-op threads; 0 = one per core; -1 = auto (one with fp32 matrix "
+                 "products, whose OpenBLAS has its own threads; one per core with bf16)"),
       field<int>("threads.inter_op", "int", HC_ACCESS(threads.inter_op), range(1, 1024),
                  "LibTorch inter-op threads"),
       field<int>("threads.blas", "int", HC_ACCESS(threads.blas), range(0, 1024),
@@ -322,8 +323,11 @@ const std::vector<Field>& schema() {
                  "step-N checkpoints kept besides last and best"),
       field<int>("train.log_every", "int", HC_ACCESS(train.log_every), range(1, INT32_MAX),
                  "optimizer steps between log lines"),
-      field<bool>("train.bf16", "bool", HC_ACCESS(train.bf16), any<bool>(),
-                  "bf16 autocast on CUDA (ignored on CPU)"),
+      field<std::string>("train.precision", "string", HC_ACCESS(train.precision),
+                         one_of({"auto", "fp32", "bf16"}),
+                         "auto | fp32 | bf16: bf16 matrix products with fp32 weights, optimizer, "
+                         "loss, norms, softmax and gates (bf16 needs avx512_bf16/AMX on CPU); auto "
+                         "= bf16 where the hardware has it (replaces train.bf16)"),
       field<int>("decode.beam", "int", HC_ACCESS(decode.beam), range(1, 256), "beam size"),
       field<double>("decode.length_penalty", "float", HC_ACCESS(decode.length_penalty),
                     range(0.0, 10.0), "GNMT length penalty alpha; 0 = none"),
@@ -333,6 +337,11 @@ const std::vector<Field>& schema() {
                     range(0.0, 1000.0), "see decode.max_len_offset"),
       field<int>("decode.batch_size", "int", HC_ACCESS(decode.batch_size), range(1, 100000),
                  "sentences decoded together"),
+      field<std::string>(
+          "decode.precision", "string", HC_ACCESS(decode.precision),
+          one_of({"auto", "fp32", "bf16"}),
+          "auto | fp32 | bf16 for decoding (translate, eval, dev BLEU, analyses), as "
+          "train.precision"),
       field<std::string>("prune.init_from", "path", HC_ACCESS(prune.init_from), any<std::string>(),
                          "converged checkpoint to fine-tune with gates (required by prune)"),
       field<std::vector<std::string>>("prune.attention", "list", HC_ACCESS(prune.attention),
@@ -431,6 +440,23 @@ std::string location(const std::string& origin, const YAML::Node& n) {
   return fmt::format("{}:{}", origin, n.Mark().line + 1);
 }
 
+// train.bf16 was replaced by train.precision; it stays readable so that the config.yaml of older
+// run folders and checkpoints (which say train.bf16: false) still loads, with its old meaning.
+constexpr const char* kReplacedBf16Key = "train.bf16";
+
+void set_replaced_bf16(Config& config, std::map<std::string, std::string>& origins,
+                       const YAML::Node& value, const std::string& where) {
+  bool bf16 = false;
+  try {
+    bf16 = convert<bool>(value);
+  } catch (const ValueError& e) {
+    HC_FAIL("{}: {}: {} (train.bf16 is now train.precision: auto | fp32 | bf16)", where,
+            kReplacedBf16Key, e.message);
+  }
+  config.train.precision = bf16 ? "bf16" : "fp32";
+  origins["train.precision"] = where + " (as train.bf16)";
+}
+
 void apply_node(Config& config, std::map<std::string, std::string>& origins, const YAML::Node& node,
                 const std::string& prefix, const std::string& origin) {
   if (!node.IsMap()) {
@@ -441,6 +467,10 @@ void apply_node(Config& config, std::map<std::string, std::string>& origins, con
     const std::string name = kv.first.Scalar();
     const std::string key = prefix.empty() ? name : prefix + "." + name;
     const YAML::Node& value = kv.second;
+    if (key == kReplacedBf16Key) {
+      set_replaced_bf16(config, origins, value, location(origin, kv.first));
+      continue;
+    }
     if (const Field* f = find_field(key)) {
       try {
         f->set(config, value);
@@ -506,6 +536,16 @@ void ConfigLoader::apply_set(const std::string& assignment) {
   const std::string key = text::trim(assignment.substr(0, eq));
   const std::string value = assignment.substr(eq + 1);
   const std::string origin = fmt::format("--set {}", assignment);
+  if (key == kReplacedBf16Key) {
+    YAML::Node node;
+    try {
+      node = YAML::Load(value);
+    } catch (const YAML::ParserException& e) {
+      HC_FAIL("{}: cannot parse the value: {}", origin, e.msg);
+    }
+    set_replaced_bf16(config_, origins_, node, origin);
+    return;
+  }
   const Field* f = find_field(key);
   if (!f) HC_FAIL("{}: {}", origin, unknown_key_message(key));
   YAML::Node node;

@@ -96,8 +96,14 @@ BlasInfo probe_blas() {
   return info;
 }
 
-void apply_threads(const ThreadsConfig& threads) {
-  const int intra = threads.intra_op > 0 ? threads.intra_op : num_cores();
+int intra_op_threads(const ThreadsConfig& threads, bool bf16) {
+  if (threads.intra_op > 0) return threads.intra_op;
+  if (threads.intra_op == 0 || bf16) return num_cores();
+  return 1;
+}
+
+void apply_threads(const ThreadsConfig& threads, bool bf16) {
+  const int intra = intra_op_threads(threads, bf16);
   at::set_num_threads(intra);
   static std::once_flag inter_once;
   std::call_once(inter_once, [&] {

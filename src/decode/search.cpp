@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "headcount/common/check.h"
+#include "headcount/common/precision.h"
 #include "headcount/data/vocab.h"
 
 namespace headcount::decode {
@@ -17,6 +18,7 @@ SearchOptions SearchOptions::from(const DecodeConfig& c) {
   o.length_penalty = c.length_penalty;
   o.max_len_offset = c.max_len_offset;
   o.max_len_ratio = c.max_len_ratio;
+  o.precision = c.precision;
   return o;
 }
 
@@ -211,6 +213,8 @@ std::vector<std::vector<int64_t>> translate_ids(model::Transformer& model,
   torch::NoGradGuard no_grad;
   const bool was_training = model->is_training();
   model->eval();
+  // One scope for every batch: autocast keeps its bf16 copies of the weights throughout.
+  PrecisionScope scope(resolve_precision(options.precision, device, "decode.precision"), device);
   std::vector<int64_t> order(sources.size());
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(),

@@ -1,5 +1,6 @@
 #include "headcount/model/attention.h"
 
+#include "headcount/common/precision.h"
 #include "headcount/model/batched_matmul.h"
 #include "headcount/model/dropout.h"
 
@@ -41,9 +42,17 @@ torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& query,
     return out_proj_bias.expand({B, T, d_model_});  // [B, T, D]
   }
   const int64_t H = num_heads_, Dh = head_dim_, HD = H * Dh;
+  // Under CPU bf16 mixed precision the projections run in bf16 and the attention itself (scores,
+  // softmax, head mixing, gates) in fp32, in headcount's kernel: their outputs come back to fp32
+  // here (a [B, T, 3HD] cast), and the key/value cache holds fp32.
+  const bool fp32_core = query.device().is_cpu() && cpu_autocast_active();
+  auto project = [&](const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b) {
+    auto y = torch::linear(x, w, b);
+    return fp32_core ? y.to(torch::kFloat32) : y;
+  };
   torch::Tensor q, k, v;
   if (self_attention_) {
-    auto qkv = torch::linear(query, in_proj_weight, in_proj_bias).split(HD, -1);  // 3 x [B, T, HD]
+    auto qkv = project(query, in_proj_weight, in_proj_bias).split(HD, -1);  // 3 x [B, T, HD]
     q = qkv[0];
     k = qkv[1].view({B, T, H, Dh}).transpose(1, 2);  // [B, H, T, Dh]
     v = qkv[2].view({B, T, H, Dh}).transpose(1, 2);
@@ -56,15 +65,15 @@ torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& query,
       cache->v = v;
     }
   } else {
-    q = torch::linear(query, in_proj_weight.narrow(0, 0, HD), in_proj_bias.narrow(0, 0, HD));
+    q = project(query, in_proj_weight.narrow(0, 0, HD), in_proj_bias.narrow(0, 0, HD));
     if (cache && cache->k.defined()) {
       k = cache->k;
       v = cache->v;
     } else {
       const int64_t S = memory.size(1);
-      auto kv = torch::linear(memory, in_proj_weight.narrow(0, HD, 2 * HD),
-                              in_proj_bias.narrow(0, HD, 2 * HD))
-                    .split(HD, -1);                   // 2 x [B, S, HD]
+      auto kv =
+          project(memory, in_proj_weight.narrow(0, HD, 2 * HD), in_proj_bias.narrow(0, HD, 2 * HD))
+              .split(HD, -1);                         // 2 x [B, S, HD]
       k = kv[0].view({B, S, H, Dh}).transpose(1, 2);  // [B, H, S, Dh]
       v = kv[1].view({B, S, H, Dh}).transpose(1, 2);
       if (cache) {

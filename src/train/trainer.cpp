@@ -1,6 +1,5 @@
 #include "headcount/train/trainer.h"
 
-#include <ATen/autocast_mode.h>
 #include <torch/torch.h>
 #include <unistd.h>
 
@@ -24,26 +23,6 @@ namespace headcount::train {
 namespace {
 
 std::atomic<bool> g_stop_requested{false};
-
-// bf16 autocast around the forward pass (CUDA only; LibTorch's autocast covers CUDA ops).
-class AutocastScope {
- public:
-  explicit AutocastScope(bool enabled) : enabled_(enabled) {
-    if (enabled_) {
-      at::autocast::set_autocast_gpu_dtype(at::kBFloat16);
-      at::autocast::set_enabled(true);
-    }
-  }
-  ~AutocastScope() {
-    if (enabled_) {
-      at::autocast::set_enabled(false);
-      at::autocast::clear_cache();
-    }
-  }
-
- private:
-  bool enabled_;
-};
 
 extern "C" void request_stop(int) {
   if (g_stop_requested.exchange(true)) std::_Exit(130);  // a second signal stops at once
@@ -117,11 +96,11 @@ std::vector<torch::optim::OptimizerParamGroup> Trainer::parameter_groups() {
 }
 
 void Trainer::prepare() {
-  runtime::apply_threads(config_.threads);
   device_ = runtime::resolve_device(config_.device);
-  use_bf16_ = config_.train.bf16 && device_.is_cuda();
-  if (config_.train.bf16 && !device_.is_cuda())
-    log::warn("train.bf16 is for CUDA; ignored on {}", device_.str());
+  precision_ = resolve_precision(config_.train.precision, device_, "train.precision");
+  runtime::apply_threads(config_.threads, precision_.bf16());
+  log::info("precision: {} ({}); {} LibTorch thread(s)", precision_.name(), precision_.reason,
+            at::get_num_threads());
   torch::manual_seed(static_cast<uint64_t>(config_.seed));
   corpus_ = data::load_corpus(config_.data);
   log::info("data: {} training pairs ({}), {} dev", corpus_.train.size(),
@@ -235,8 +214,12 @@ EvalResult Trainer::evaluate() {
       std::max<int64_t>({config_.train.max_tokens, 1024, static_cast<int64_t>(longest)});
   for (const auto& idx : make_batches(dev_, budget, 1)) {
     const Batch b = collate(dev_, idx, device_);
-    const auto ls = label_smoothed_loss(model_->forward(b.src, b.tgt_in), b.tgt_out,
-                                        config_.train.label_smoothing);
+    torch::Tensor logits;
+    {
+      PrecisionScope scope(precision_, device_);
+      logits = model_->forward(b.src, b.tgt_in);
+    }
+    const auto ls = label_smoothed_loss(logits, b.tgt_out, config_.train.label_smoothing);
     loss += ls.loss.item<double>();
     nll += ls.nll.item<double>();
     tokens += ls.tokens;
@@ -393,7 +376,7 @@ TrainSummary Trainer::run() {
         before_forward(b);
         torch::Tensor logits;
         {
-          AutocastScope autocast(use_bf16_);
+          PrecisionScope scope(precision_, device_);
           logits = model_->forward(b.src, b.tgt_in);
         }
         const auto ls = label_smoothed_loss(logits, b.tgt_out, t.label_smoothing);
@@ -560,6 +543,8 @@ TrainSummary Trainer::run() {
           {"best_metric", config_.train.best_metric},
           {"best_score",
            config_.train.best_metric == "bleu" ? state_.best_score : -state_.best_score},
+          {"precision", precision_.name()},
+          {"precision_reason", precision_.reason},
           {"train_seconds", seconds},
           {"target_tokens_per_s", seconds > 0 ? state_.target_tokens / seconds : 0.0}};
       if (options_.comm) {

@@ -19,7 +19,9 @@ struct ThreadsConfig {
   // Measured on the 2-core machines (experiments/threads/README.md, `headcount bench threads`):
   // one LibTorch thread with a 2-thread OpenBLAS trains ~1.35x faster than 2 LibTorch threads
   // with a 1-thread OpenBLAS, and ~1.7x faster than 2 + 2, which oversubscribes the cores.
-  int intra_op = 1;  // LibTorch intra-op (OpenMP) threads; 0 = one per core
+  // LibTorch intra-op (OpenMP) threads; 0 = one per core; -1 = auto: one when the matrix products
+  // run in fp32 (OpenBLAS has its own threads), one per core in bf16 (oneDNN runs on these).
+  int intra_op = -1;
   int inter_op = 1;  // LibTorch inter-op threads
   int blas = 0;      // OpenBLAS threads (openblas_set_num_threads); 0 = one per core
 };
@@ -97,7 +99,9 @@ struct TrainConfig {
   int patience = 10;  // stop after this many evaluations without improvement; 0: never
   int keep_last = 2;  // step-N checkpoints kept besides last and best
   int log_every = 100;
-  bool bf16 = false;  // bf16 autocast (CUDA only)
+  // auto | fp32 | bf16: mixed precision (bf16 matrix products, fp32 master weights, optimizer,
+  // loss, norms, softmax and gates). See include/headcount/common/precision.h for what auto picks.
+  std::string precision = "auto";
 };
 
 struct DecodeConfig {
@@ -106,6 +110,7 @@ struct DecodeConfig {
   double max_len_offset = 10;   // maximum output length = offset + ratio * source length
   double max_len_ratio = 1.5;
   int batch_size = 64;  // sentences decoded together
+  std::string precision = "auto";  // auto | fp32 | bf16, as train.precision
 };
 
 struct PruneConfig {

@@ -17,9 +17,14 @@ struct BlasInfo {
 };
 
 int num_cores();
+// LibTorch intra-op threads for the config: threads.intra_op when positive, one per core for 0;
+// for -1 (auto) one per core when the matrix products run in bf16 (oneDNN uses LibTorch's
+// threads: 2 threads run a bf16 product ~1.9x faster than one here), else one (OpenBLAS's own
+// threads run the fp32 products; experiments/threads).
+int intra_op_threads(const ThreadsConfig& threads, bool bf16);
 // Sets LibTorch intra-/inter-op threads and OpenBLAS threads from the config (0 = one per core),
 // then checks the BLAS once per process and warns loudly when it is a slow (reference) one.
-void apply_threads(const ThreadsConfig& threads);
+void apply_threads(const ThreadsConfig& threads, bool bf16 = false);
 // Identifies the BLAS and times a float matmul (a few tens of milliseconds).
 BlasInfo probe_blas();
 // Warns loudly (once per process) when the BLAS is slow. Free when OpenBLAS is loaded; otherwise

@@ -18,6 +18,7 @@ struct SearchOptions {
   double length_penalty = 0.6;  // GNMT alpha: score = log P / ((5 + |Y|) / 6)^alpha
   double max_len_offset = 10;
   double max_len_ratio = 1.5;
+  std::string precision = "fp32";  // auto | fp32 | bf16 (decode.precision), resolved per device
   static SearchOptions from(const DecodeConfig& c);
   int64_t max_length(int64_t source_length) const;
 };

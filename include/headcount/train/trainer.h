@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "headcount/common/config.h"
+#include "headcount/common/precision.h"
 #include "headcount/data/corpus.h"
 #include "headcount/data/vocab.h"
 #include "headcount/dist/distributed.h"
@@ -130,7 +131,7 @@ class Trainer {
   model::Transformer model_{nullptr};
   std::unique_ptr<torch::optim::Adam> optimizer_;
   TrainState state_;
-  bool use_bf16_ = false;
+  PrecisionChoice precision_;  // train.precision resolved for device_
   bool ready_ = false;
   int64_t allreduce_bytes_ = 0;  // sent by this process in the last step's gradient all-reduce
 };
