@@ -181,6 +181,41 @@ TEST(Loss, GradientsOfLossAndNllMatchLibTorchCrossEntropy) {
   EXPECT_TRUE(torch::allclose(mine_in.grad(), ref_in.grad(), 1e-5, 1e-6));
 }
 
+TEST(Loss, Bf16LogitsTakeTheBlockedPathWithTheSameLossAndGradient) {
+  // bf16 logits are processed a few rows at a time (here 3, so blocks of 3, 3 and 2 rows); the
+  // reference is LibTorch's cross_entropy on the same values in fp32, its gradient rounded to bf16.
+  torch::manual_seed(2);
+  namespace F = torch::nn::functional;
+  const int64_t V = 13;
+  auto target =
+      torch::tensor({{3, 7, 12, data::kPadId}, {1, 4, data::kPadId, 2}}).to(torch::kInt64);
+  const auto base = (torch::randn({2, 4, V}) * 3).to(torch::kBFloat16);
+  for (const double eps : {0.0, 0.1}) {
+    for (const int64_t rows : {3, 0}) {
+      auto mine_in = base.clone().requires_grad_(true);
+      auto ref_in = base.to(torch::kFloat32).requires_grad_(true);
+      const auto ls = train::label_smoothed_loss(mine_in, target, eps, rows);
+      (ls.loss + 0.5 * ls.nll).backward();
+      const auto opts =
+          F::CrossEntropyFuncOptions().ignore_index(data::kPadId).reduction(torch::kSum);
+      const auto ref_loss = F::cross_entropy(ref_in.view({-1, V}), target.view({-1}),
+                                             F::CrossEntropyFuncOptions(opts).label_smoothing(eps));
+      const auto ref_nll = F::cross_entropy(ref_in.view({-1, V}), target.view({-1}), opts);
+      (ref_loss + 0.5 * ref_nll).backward();
+      EXPECT_EQ(ls.loss.scalar_type(), torch::kFloat32);
+      EXPECT_NEAR(ls.loss.item<double>(), ref_loss.item<double>(), 1e-4) << eps << " " << rows;
+      EXPECT_NEAR(ls.nll.item<double>(), ref_nll.item<double>(), 1e-4) << eps << " " << rows;
+      ASSERT_EQ(mine_in.grad().scalar_type(), torch::kBFloat16);
+      // Equal up to bf16's rounding of the fp32 gradient (2^-8 relative).
+      const auto want = ref_in.grad();
+      const auto got = mine_in.grad().to(torch::kFloat32);
+      EXPECT_TRUE(((got - want).abs() <= want.abs() / 128 + 1e-6).all().item<bool>())
+          << got << want;
+      EXPECT_EQ(got[0][3].abs().sum().item<float>(), 0.f);  // padding: no gradient
+    }
+  }
+}
+
 TEST(Training, TinyModelLearnsToTranslateItsTrainingSentences) {
   TempDir dir;
   Config c = tiny_run_config(dir, 8);

@@ -13,8 +13,11 @@ struct LossSums {
   int64_t tokens = 0;  // non-padding target tokens
 };
 
-// logits [B, T, V]; target [B, T] with padding = data::kPadId.
+// logits [B, T, V]; target [B, T] with padding = data::kPadId. The loss and its gradient are
+// computed in fp32 whatever the logits' dtype; the gradient comes back in the logits' dtype.
+// bf16 (or fp16) logits are processed in blocks of rows (`rows_per_block`; 0: about 2 MB of fp32
+// a block), so that no fp32 copy of the whole [B*T, V] logits is ever made.
 LossSums label_smoothed_loss(const torch::Tensor& logits, const torch::Tensor& target,
-                             double epsilon);
+                             double epsilon, int64_t rows_per_block = 0);
 
 }  // namespace headcount::train
