@@ -12,7 +12,9 @@
 #include "headcount/model/transformer.h"
 #include "headcount/prune/head_gates.h"
 #include "headcount/train/loss.h"
+#include "headcount/train/trainer.h"
 #include "test_util.h"
+#include "tiny_corpus.h"
 
 namespace headcount {
 namespace {
@@ -231,6 +233,21 @@ TEST(Precision, Bf16GradientsAreWithinToleranceOfFp32) {
   }
   EXPECT_LT(std::sqrt(diff2 / norm2), 0.03);
   EXPECT_GT(dot / std::sqrt(norm2 * n16), 0.999);
+}
+
+// An impossible decode.precision stops a training run before its first step, not at its first
+// evaluation.
+TEST(Precision, ARunRefusesAnImpossibleDecodePrecisionBeforeItsFirstStep) {
+  testing::TempDir dir;
+  Config c = tiny_run_config(dir, 8);
+  c.train.precision = "fp32";
+  c.decode.precision = "bf16";
+  Bf16Env none("0");
+  train::TrainOptions o;
+  o.run_dir = dir / "run";
+  const std::string e = error_of([&] { train::train_command(c, o); });
+  EXPECT_NE(e.find("decode.precision: bf16 needs native bf16 arithmetic"), std::string::npos) << e;
+  EXPECT_FALSE(fs::exists(dir / "run" / "checkpoints" / "last"));
 }
 
 TEST(Precision, ConfigKeysAndTheReplacedBf16Key) {

@@ -98,9 +98,13 @@ std::vector<torch::optim::OptimizerParamGroup> Trainer::parameter_groups() {
 void Trainer::prepare() {
   device_ = runtime::resolve_device(config_.device);
   precision_ = resolve_precision(config_.train.precision, device_, "train.precision");
+  // The dev evaluations decode in decode.precision: refuse an impossible one now, not after the
+  // first evaluation interval.
+  const auto decode_precision =
+      resolve_precision(config_.decode.precision, device_, "decode.precision");
   runtime::apply_threads(config_.threads, precision_.bf16());
-  log::info("precision: {} ({}); {} LibTorch thread(s)", precision_.name(), precision_.reason,
-            at::get_num_threads());
+  log::info("precision: {} ({}); {} LibTorch thread(s); dev decoding in {}", precision_.name(),
+            precision_.reason, at::get_num_threads(), decode_precision.name());
   torch::manual_seed(static_cast<uint64_t>(config_.seed));
   corpus_ = data::load_corpus(config_.data);
   log::info("data: {} training pairs ({}), {} dev", corpus_.train.size(),
