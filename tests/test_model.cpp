@@ -328,6 +328,17 @@ TEST(Dropout, StatisticsScalingGradientAndReproducibility) {
   EXPECT_TRUE(torch::equal(a, b));
   auto c = model::dropout(torch::ones({7}), 0.5, true);
   EXPECT_FALSE(torch::equal(a, c));
+  // bf16 input (mixed precision): kept elements are x / (1 - p) in fp32, not a bf16-rounded
+  // scale (1 / 0.9 is 1.109375 in bf16), and the gradient reaches x in bf16.
+  auto h = torch::full({64, 33}, 1.5, torch::kBFloat16).requires_grad_(true);
+  auto d = model::dropout(h, 0.1, true);
+  EXPECT_EQ(d.scalar_type(), torch::kFloat32);
+  const auto hk = d.masked_select(d.ne(0));
+  EXPECT_GT(hk.numel(), 0);
+  const float scale = static_cast<float>(1.0 / 0.9);  // the fp32 scale of every kept element
+  EXPECT_TRUE(torch::equal(hk, torch::full_like(hk, 1.5f * scale)));
+  d.sum().backward();
+  EXPECT_EQ(h.grad().scalar_type(), torch::kBFloat16);
 }
 
 }  // namespace

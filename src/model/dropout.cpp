@@ -47,7 +47,10 @@ torch::Tensor dropout(const torch::Tensor& x, double p, bool training) {
     uint64_t r = splitmix64(state);
     for (; i < n; ++i, r >>= 16) m[i] = (r & 0xffff) < threshold ? scale : 0.0f;
   }
-  return x * (x.scalar_type() == torch::kFloat32 ? mask : mask.to(x.scalar_type()));
+  // A bf16 (or fp16) input is multiplied by the fp32 mask and comes out in fp32: 1 / (1 - p)
+  // rounded to bf16 would bias every kept element (1.109375 for p = 0.1, 0.16% low). Its outputs
+  // go into the fp32 residual stream (or the next product, which autocast casts back).
+  return x * mask;
 }
 
 }  // namespace headcount::model
