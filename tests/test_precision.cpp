@@ -110,15 +110,15 @@ TEST(Precision, ScopeTurnsCpuAutocastOnNestsAndRestores) {
   EXPECT_EQ(torch::linear(x, w).scalar_type(), torch::kFloat32);
 }
 
-ModelConfig small_model() {
-  ModelConfig c;
-  c.d_model = 32;
-  c.ffn_dim = 64;
-  c.encoder_layers = 2;
-  c.decoder_layers = 2;
-  c.heads = 4;
-  c.dropout = 0.0;
-  return c;
+constexpr int64_t kVocab = 50;
+
+// small_model_config() with a joint vocabulary of kVocab, seeded, in training mode.
+model::Transformer small_transformer() {
+  const auto mc = small_model_config();
+  torch::manual_seed(1);
+  model::Transformer m(mc, model::Architecture::uniform(mc), kVocab, kVocab);
+  m->train();
+  return m;
 }
 
 struct Batch {
@@ -138,18 +138,14 @@ Batch random_batch(int64_t vocab) {
 
 TEST(Precision, Bf16RunsTheProductsAndKeepsAttentionNormsGatesAndLossInFp32) {
   const torch::Device cpu(torch::kCPU);
-  const auto mc = small_model();
-  const int64_t V = 50;
-  torch::manual_seed(1);
-  model::Transformer m(mc, model::Architecture::uniform(mc), V, V);
-  m->train();
+  auto m = small_transformer();
   const std::vector<model::AttentionType> all(std::begin(model::kAttentionTypes),
                                               std::end(model::kAttentionTypes));
   prune::HeadGates gates(m, all, prune::HardConcreteOptions{});
   gates->apply_sample(3);
   for (auto t : all)
     for (auto& l : m->attention_layers(t)) l->set_record(true);
-  const auto b = random_batch(V);
+  const auto b = random_batch(kVocab);
   torch::Tensor logits, memory;
   {
     PrecisionScope scope(true, cpu);
@@ -194,12 +190,8 @@ TEST(Precision, Bf16RunsTheProductsAndKeepsAttentionNormsGatesAndLossInFp32) {
 // pointing the same way (cosine > 0.999).
 TEST(Precision, Bf16GradientsAreWithinToleranceOfFp32) {
   const torch::Device cpu(torch::kCPU);
-  const auto mc = small_model();
-  const int64_t V = 50;
-  torch::manual_seed(1);
-  model::Transformer m(mc, model::Architecture::uniform(mc), V, V);
-  m->train();  // dropout 0: the same function both times
-  const auto b = random_batch(V);
+  auto m = small_transformer();  // dropout 0: the same function both times
+  const auto b = random_batch(kVocab);
   auto run = [&](bool bf16, std::vector<torch::Tensor>* grads) {
     m->zero_grad();
     torch::Tensor logits;

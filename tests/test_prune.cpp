@@ -6,26 +6,16 @@
 #include "headcount/data/vocab.h"
 #include "headcount/decode/search.h"
 #include "headcount/prune/head_gates.h"
+#include "tiny_corpus.h"
 
 namespace headcount {
 namespace {
 
 using model::AttentionType;
 
-ModelConfig small_config() {
-  ModelConfig c;
-  c.d_model = 32;
-  c.ffn_dim = 64;
-  c.encoder_layers = 2;
-  c.decoder_layers = 2;
-  c.heads = 4;
-  c.dropout = 0.0;
-  return c;
-}
-
 TEST(PruneHeads, PrunedModelComputesWhatTheGatedModelDoes) {
   torch::manual_seed(7);
-  auto c = small_config();
+  auto c = small_model_config();
   model::Transformer m(c, model::Architecture::uniform(c), 30, 30);
   m->eval();
   const std::vector<AttentionType> all = {AttentionType::kEncSelf, AttentionType::kDecSelf,
@@ -75,7 +65,7 @@ TEST(PruneHeads, PrunedModelComputesWhatTheGatedModelDoes) {
 
 TEST(PruneHeads, TopNKeepsExactlyNHeads) {
   torch::manual_seed(8);
-  auto c = small_config();
+  auto c = small_model_config();
   model::Transformer m(c, model::Architecture::uniform(c), 30, 30);
   const std::vector<AttentionType> enc = {AttentionType::kEncSelf};
   prune::HeadGates gates(m, enc, prune::HardConcreteOptions{});
@@ -103,7 +93,6 @@ TEST(PruneHeads, TopNKeepsExactlyNHeads) {
 #include "headcount/prune/prune_trainer.h"
 #include "headcount/train/checkpoint.h"
 #include "headcount/train/trainer.h"
-#include "tiny_corpus.h"
 
 namespace headcount {
 namespace {

@@ -400,13 +400,10 @@ TEST(Training, Bf16RunResumesOnTheSameLossCurveFromFp32Checkpoints) {
   // The same run in fp32 takes another path: its losses differ (bf16 really ran).
   TempDir dir32;
   Config c32 = c;
-  c32.data.dir = dir.path().string();
   c32.train.precision = "fp32";
-  save_config(c32, dir32 / "config.yaml");
-  ASSERT_EQ(std::system(fmt::format("{} train {} --out {} >/dev/null 2>&1", HEADCOUNT_BINARY,
-                                    (dir32 / "config.yaml").string(), (dir32 / "run").string())
-                            .c_str()),
-            0);
+  train::TrainOptions o;
+  o.run_dir = dir32 / "run";
+  train::train_command(c32, o);
   const auto l16 = train_losses(dir / "ref" / "metrics.jsonl");
   const auto l32 = train_losses(dir32 / "run" / "metrics.jsonl");
   ASSERT_EQ(l16.size(), l32.size());

@@ -35,6 +35,19 @@ inline std::pair<std::vector<std::string>, std::vector<std::string>> number_pair
 }
 
 // Writes the corpus into `dir` and returns a config for it.
+// A small model with every attention type and several heads: 2+2 layers of 4 heads, d=32,
+// FFN 64, no dropout.
+inline ModelConfig small_model_config() {
+  ModelConfig c;
+  c.d_model = 32;
+  c.ffn_dim = 64;
+  c.encoder_layers = 2;
+  c.decoder_layers = 2;
+  c.heads = 4;
+  c.dropout = 0.0;
+  return c;
+}
+
 inline Config tiny_run_config(const testing::TempDir& dir, int train_pairs) {
   auto [es, en] = number_pairs(train_pairs, 0);
   auto [des, den] = number_pairs(8, 0);  // dev: sentences seen in training

@@ -52,10 +52,15 @@ at::ScalarType autocast_dtype(bool cuda) {
 #endif
 }
 
+bool bf16_hidden_by_environment() {
+  const char* v = std::getenv("HEADCOUNT_CPU_BF16");
+  return v && std::string(v) == "0";
+}
+
 }  // namespace
 
 std::string cpu_native_bf16() {
-  if (const char* v = std::getenv("HEADCOUNT_CPU_BF16"); v && std::string(v) == "0") return "";
+  if (bf16_hidden_by_environment()) return "";
   if (!at::hasMKLDNN()) return "";  // LibTorch's bf16 CPU products go through oneDNN
   std::string found;
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -89,7 +94,7 @@ PrecisionChoice resolve_precision(const std::string& requested, const torch::Dev
              "{}: bf16 needs native bf16 arithmetic (a CPU with avx512_bf16 or AMX, and a LibTorch "
              "with oneDNN), which {} lacks{}; use fp32 or auto",
              key, device.is_cpu() ? "this CPU" : device.str(),
-             std::getenv("HEADCOUNT_CPU_BF16") ? " (HEADCOUNT_CPU_BF16 is set)" : "");
+             bf16_hidden_by_environment() ? " (HEADCOUNT_CPU_BF16=0 hides it)" : "");
     c.precision = Precision::kBf16;
     c.reason = fmt::format("{}: bf16 (this CPU has {})", key, native);
     return c;

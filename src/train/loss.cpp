@@ -8,6 +8,21 @@
 namespace headcount::train {
 namespace {
 
+// Per-row factors of the loss's closed-form gradient, from the upstream gradients of (loss, nll):
+// d/dlogits = a * p - b, plus c at the target (see SmoothedCrossEntropyFn).
+struct GradFactors {
+  torch::Tensor a, b, c;  // [N] each
+};
+
+GradFactors grad_factors(const torch::autograd::variable_list& grads, const torch::Tensor& weight,
+                         double eps, int64_t V) {
+  const auto zero = torch::zeros({}, weight.options());
+  const auto g_loss = grads[0].defined() ? grads[0].to(torch::kFloat32) : zero;
+  const auto g_nll = grads[1].defined() ? grads[1].to(torch::kFloat32) : zero;
+  return {(g_loss + g_nll) * weight, g_loss * (eps / static_cast<double>(V)) * weight,
+          -(g_loss * (1.0 - eps) + g_nll) * weight};
+}
+
 // The loss and its negative log-likelihood part in one autograd node. Its backward is the
 // closed form d/dlogits = w * [(g_loss + g_nll) * p - (g_loss * (1 - eps) + g_nll) * onehot -
 // g_loss * eps / V] (p = softmax, w = 1 on non-padding tokens): three element-wise passes over
@@ -38,13 +53,10 @@ struct SmoothedCrossEntropyFn : torch::autograd::Function<SmoothedCrossEntropyFn
     const auto& weight = saved[2];
     const double eps = ctx->saved_data["epsilon"].toDouble();
     const auto dtype = static_cast<torch::ScalarType>(ctx->saved_data["dtype"].toInt());
-    const int64_t V = lprobs.size(1);
-    auto zero = torch::zeros({}, lprobs.options());
-    const auto g_loss = grads[0].defined() ? grads[0].to(torch::kFloat32) : zero;
-    const auto g_nll = grads[1].defined() ? grads[1].to(torch::kFloat32) : zero;
-    auto grad = lprobs.exp().mul_(((g_loss + g_nll) * weight).unsqueeze(1));
-    grad.sub_((g_loss * (eps / static_cast<double>(V)) * weight).unsqueeze(1));
-    grad.scatter_add_(1, index, (-(g_loss * (1.0 - eps) + g_nll) * weight).unsqueeze(1));
+    const auto f = grad_factors(grads, weight, eps, lprobs.size(1));
+    auto grad = lprobs.exp().mul_(f.a.unsqueeze(1));
+    grad.sub_(f.b.unsqueeze(1));
+    grad.scatter_add_(1, index, f.c.unsqueeze(1));
     return {grad.to(dtype), torch::Tensor(), torch::Tensor()};
   }
 };
@@ -92,21 +104,15 @@ struct BlockedSmoothedCrossEntropyFn : torch::autograd::Function<BlockedSmoothed
     const auto& lse = saved[3];
     const double eps = ctx->saved_data["epsilon"].toDouble();
     const int64_t rows = ctx->saved_data["rows"].toInt();
-    const int64_t N = logits.size(0), V = logits.size(1);
-    auto zero = torch::zeros({}, lse.options());
-    const auto g_loss = grads[0].defined() ? grads[0].to(torch::kFloat32) : zero;
-    const auto g_nll = grads[1].defined() ? grads[1].to(torch::kFloat32) : zero;
-    // Per-row factors of the closed form (see SmoothedCrossEntropyFn::backward).
-    const auto a = (g_loss + g_nll) * weight;                         // times p
-    const auto b = g_loss * (eps / static_cast<double>(V)) * weight;  // subtracted
-    const auto c = -(g_loss * (1.0 - eps) + g_nll) * weight;          // at the target
+    const int64_t N = logits.size(0);
+    const auto f = grad_factors(grads, weight, eps, logits.size(1));
     auto grad = torch::empty_like(logits);
     for (int64_t r = 0; r < N; r += rows) {
       const int64_t n = std::min(rows, N - r);
       auto g = logits.narrow(0, r, n).to(torch::kFloat32);
       g.sub_(lse.narrow(0, r, n).unsqueeze(1)).exp_();
-      g.mul_(a.narrow(0, r, n).unsqueeze(1)).sub_(b.narrow(0, r, n).unsqueeze(1));
-      g.scatter_add_(1, index.narrow(0, r, n), c.narrow(0, r, n).unsqueeze(1));
+      g.mul_(f.a.narrow(0, r, n).unsqueeze(1)).sub_(f.b.narrow(0, r, n).unsqueeze(1));
+      g.scatter_add_(1, index.narrow(0, r, n), f.c.narrow(0, r, n).unsqueeze(1));
       grad.narrow(0, r, n).copy_(g);
     }
     return {grad, torch::Tensor(), torch::Tensor(), torch::Tensor()};

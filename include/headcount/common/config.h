@@ -109,7 +109,7 @@ struct DecodeConfig {
   double length_penalty = 0.6;  // GNMT alpha
   double max_len_offset = 10;   // maximum output length = offset + ratio * source length
   double max_len_ratio = 1.5;
-  int batch_size = 64;  // sentences decoded together
+  int batch_size = 64;             // sentences decoded together
   std::string precision = "auto";  // auto | fp32 | bf16, as train.precision
 };
 
