@@ -51,6 +51,33 @@ TEST(Schedule, ConstantAfterWarmup) {
   EXPECT_DOUBLE_EQ(train::constant_lr(5, 2e-4, 0, 0.0), 2e-4);
 }
 
+TEST(Schedule, CosineAndLinearDecayToZeroAtTheBudget) {
+  // Warm-up as the others: linear from init to peak.
+  EXPECT_DOUBLE_EQ(train::cosine_lr(50, 1e-3, 100, 0.0, 1100), 5e-4);
+  EXPECT_DOUBLE_EQ(train::linear_lr(50, 1e-3, 100, 0.0, 1100), 5e-4);
+  // Decay phase of 1000 steps: cos(pi * 1/4) = sqrt(2)/2, cos(pi/2) = 0, cos(pi * 3/4) =
+  // -sqrt(2)/2.
+  EXPECT_DOUBLE_EQ(train::cosine_lr(100, 1e-3, 100, 0.0, 1100), 1e-3);
+  EXPECT_NEAR(train::cosine_lr(350, 1e-3, 100, 0.0, 1100), 1e-3 * (1 + std::sqrt(0.5)) / 2, 1e-15);
+  EXPECT_NEAR(train::cosine_lr(600, 1e-3, 100, 0.0, 1100), 5e-4, 1e-15);
+  EXPECT_NEAR(train::cosine_lr(850, 1e-3, 100, 0.0, 1100), 1e-3 * (1 - std::sqrt(0.5)) / 2, 1e-15);
+  EXPECT_NEAR(train::cosine_lr(1100, 1e-3, 100, 0.0, 1100), 0.0, 1e-18);
+  EXPECT_NEAR(train::cosine_lr(5000, 1e-3, 100, 0.0, 1100), 0.0, 1e-18);
+  EXPECT_DOUBLE_EQ(train::linear_lr(100, 1e-3, 100, 0.0, 1100), 1e-3);
+  EXPECT_NEAR(train::linear_lr(350, 1e-3, 100, 0.0, 1100), 7.5e-4, 1e-15);
+  EXPECT_NEAR(train::linear_lr(1100, 1e-3, 100, 0.0, 1100), 0.0, 1e-18);
+  EXPECT_NEAR(train::linear_lr(2000, 1e-3, 100, 0.0, 1100), 0.0, 1e-18);
+  // No warm-up: the decay starts at step 0.
+  EXPECT_DOUBLE_EQ(train::linear_lr(0, 1e-3, 0, 0.0, 10), 1e-3);
+  EXPECT_NEAR(train::linear_lr(5, 1e-3, 0, 0.0, 10), 5e-4, 1e-15);
+  // The dispatcher follows train.lr_schedule's names.
+  EXPECT_DOUBLE_EQ(train::scheduled_lr("cosine", 600, 1e-3, 100, 0.0, 1100),
+                   train::cosine_lr(600, 1e-3, 100, 0.0, 1100));
+  EXPECT_DOUBLE_EQ(train::scheduled_lr("linear", 600, 1e-3, 100, 0.0, 1100), 5e-4);
+  EXPECT_DOUBLE_EQ(train::scheduled_lr("constant", 600, 1e-3, 100, 0.0, 1100), 1e-3);
+  EXPECT_DOUBLE_EQ(train::scheduled_lr("inverse_sqrt", 400, 1e-3, 100, 0.0, 1100), 5e-4);
+}
+
 std::vector<train::Example> examples_of_lengths(const std::vector<std::pair<int, int>>& lens) {
   std::vector<train::Example> out;
   for (size_t i = 0; i < lens.size(); ++i) {

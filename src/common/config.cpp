@@ -280,10 +280,12 @@ const std::vector<Field>& schema() {
       field<int>("train.update_freq", "int", HC_ACCESS(train.update_freq), range(1, 1024),
                  "batches accumulated per optimizer step"),
       field<double>("train.lr", "float", HC_ACCESS(train.lr), range(1e-7, 10.0),
-                    "peak learning rate (end of warm-up); inverse square root decay after"),
+                    "peak learning rate (end of warm-up); train.lr_schedule decides what follows"),
       field<std::string>("train.lr_schedule", "string", HC_ACCESS(train.lr_schedule),
-                         one_of({"inverse_sqrt", "constant"}),
-                         "after the warm-up: inverse square root decay, or constant (fine-tuning)"),
+                         one_of({"inverse_sqrt", "constant", "cosine", "linear"}),
+                         "after the warm-up: inverse square root decay, constant (fine-tuning), or "
+                         "cosine / linear decay to zero at train.max_steps (a converged end within "
+                         "a fixed budget)"),
       field<int>("train.warmup_steps", "int", HC_ACCESS(train.warmup_steps), range(0, 10000000),
                  "linear warm-up steps"),
       field<double>("train.warmup_init_lr", "float", HC_ACCESS(train.warmup_init_lr),

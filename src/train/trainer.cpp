@@ -416,10 +416,8 @@ TrainSummary Trainer::run() {
         if (p.grad().defined()) p.grad().div_(static_cast<double>(tokens));
       }
       if (t.clip_norm > 0) torch::nn::utils::clip_grad_norm_(params, t.clip_norm);
-      const double lr =
-          t.lr_schedule == "constant"
-              ? constant_lr(state_.step + 1, t.lr, t.warmup_steps, t.warmup_init_lr)
-              : inverse_sqrt_lr(state_.step + 1, t.lr, t.warmup_steps, t.warmup_init_lr);
+      const double lr = scheduled_lr(t.lr_schedule, state_.step + 1, t.lr, t.warmup_steps,
+                                     t.warmup_init_lr, t.max_steps);
       for (size_t g = 0; g < optimizer_->param_groups().size(); ++g) {
         static_cast<torch::optim::AdamOptions&>(optimizer_->param_groups()[g].options())
             .lr(group_lr(g, lr));

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 namespace headcount::train {
 
@@ -11,5 +12,14 @@ namespace headcount::train {
 double inverse_sqrt_lr(int64_t step, double peak_lr, int64_t warmup, double init_lr);
 // The same warm-up, then `peak_lr` for good (for fine-tuning a converged model).
 double constant_lr(int64_t step, double peak_lr, int64_t warmup, double init_lr);
+// The same warm-up, then a decay to zero at `total` steps (train.max_steps), so that a run ends
+// converged within a fixed budget: half a cosine wave (Loshchilov & Hutter 2017, without restarts),
+// lr(s) = peak * (1 + cos(pi * (s - warmup) / (total - warmup))) / 2, or a straight line,
+// lr(s) = peak * (total - s) / (total - warmup). Zero from `total` on.
+double cosine_lr(int64_t step, double peak_lr, int64_t warmup, double init_lr, int64_t total);
+double linear_lr(int64_t step, double peak_lr, int64_t warmup, double init_lr, int64_t total);
+// The schedule named by train.lr_schedule: inverse_sqrt | constant | cosine | linear.
+double scheduled_lr(const std::string& schedule, int64_t step, double peak_lr, int64_t warmup,
+                    double init_lr, int64_t total);
 
 }  // namespace headcount::train
