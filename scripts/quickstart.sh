@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # README command 1: install what is missing, build, and run the main job on the embedded default
 # corpus (Spanish->English Bible from Debian's SWORD modules): prepare the corpus, train the
-# vocabulary, train a small baseline, prune it under three lambdas (a sweep), and print the report:
-# BLEU against the heads kept. Idempotent: what is done is reused, and the same command resumes
-# interrupted runs.
+# vocabulary, train a small baseline, prune it under three lambdas beside a lambda-0 control (a
+# sweep), and print the report: BLEU against the heads kept, against the baseline and against the
+# control. Idempotent: what is done is reused, and the same command resumes interrupted runs.
 #   QUICKSTART_STEPS=N scales the baseline's steps (default: configs/quickstart.yaml) for a faster look.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -3,8 +3,10 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "headcount/common/check.h"
@@ -118,6 +120,134 @@ TEST(Sweep, BadSweepFilesNameTheLineAndTheProblem) {
     const std::string e = err(text);
     EXPECT_NE(e.find(want), std::string::npos) << text << "\n-> " << e;
   }
+}
+
+// Zero-pruning controls: each run's control is the one that agrees with it on every axis but the
+// pruning strength (a key a run does not set is unset), unless the run names it.
+TEST(Sweep, ControlsMatchEveryAxisButThePruningStrength) {
+  TempDir dir;
+  const auto base = tiny_base(dir, 10);
+  const auto file = write_sweep(dir, "s.yaml",
+                                fmt::format(R"(command: prune
+configs: [{}]
+set: {{prune.init_from: runs/x/checkpoints/best}}
+runs:
+  - {{name: all-l0, prune.lambda: 0, control: true}}
+  - {{name: all-l0.1, prune.lambda: 0.1}}
+  - {{name: enc-l0, prune.lambda: 0, prune.attention: [enc_self], prune.train_parts: [encoder],
+     control: true}}
+  - {{name: enc-l0.05, prune.lambda: 0.05, prune.attention: [enc_self],
+     prune.train_parts: [encoder]}}
+  - {{name: enc-dec, prune.lambda: 0.05, prune.attention: [enc_self, dec_self]}}
+  - {{name: all-t4, prune.target_heads: 4, prune.lagrangian_lr: 0.1, control: false}}
+  - {{name: seed-2, seed: 2, prune.lambda: 0.1}}
+  - {{name: all-enc, prune.lambda: 0.3, control: enc-l0}}
+)",
+                                            base.string()));
+  const auto spec = sweep::load_sweep(file);
+  ASSERT_EQ(spec.points.size(), 8u);
+  std::map<std::string, std::pair<bool, std::string>> got;
+  for (const auto& p : spec.points) got[p.name] = {p.is_control, p.control};
+  const std::map<std::string, std::pair<bool, std::string>>
+      want = {{"all-l0", {true, ""}},        {"all-l0.1", {false, "all-l0"}},
+              {"enc-l0", {true, ""}},        {"enc-l0.05", {false, "enc-l0"}},
+              {"enc-dec", {false, ""}},         // prune.attention differs from both controls'
+              {"all-t4", {false, "all-l0"}},    // pruning-strength keys alone
+              {"seed-2", {false, ""}},          // seed is set here, unset in all-l0
+              {"all-enc", {false, "enc-l0"}}};  // named: matching is not asked
+  EXPECT_EQ(got, want);
+  // `control` is not a config key: it is neither an axis nor a --set.
+  EXPECT_EQ(std::find(spec.axes.begin(), spec.axes.end(), "control"), spec.axes.end());
+  for (const auto& a : sweep::point_job(spec, 0, dir / "out", 0).args)
+    EXPECT_EQ(a.find("control"), std::string::npos) << a;
+
+  // sweep.json carries them for the report.
+  sweep::SweepOptions o;
+  o.out = dir / "out";
+  o.executable = HEADCOUNT_BINARY;
+  o.dry_run = true;
+  sweep::run_sweep(spec, o);
+  const auto j = nlohmann::json::parse(io::read_file(o.out / "sweep.json"));
+  ASSERT_EQ(j["points"].size(), 8u);
+  EXPECT_EQ(j["points"][0]["is_control"], true);
+  EXPECT_EQ(j["points"][0]["control"], "");
+  EXPECT_EQ(j["points"][3]["name"], "enc-l0.05");
+  EXPECT_EQ(j["points"][3]["is_control"], false);
+  EXPECT_EQ(j["points"][3]["control"], "enc-l0");
+
+  // A grid's point named in `controls:`.
+  const auto grid = sweep::load_sweep(write_sweep(dir, "g.yaml",
+                                                  fmt::format(R"(command: prune
+configs: [{}]
+set: {{prune.init_from: runs/x/checkpoints/best}}
+grid:
+  prune.lambda: [0, 0.05, 0.2]
+controls: [lambda-0]
+)",
+                                                              base.string())));
+  ASSERT_EQ(grid.points.size(), 3u);
+  EXPECT_TRUE(grid.points[0].is_control);
+  EXPECT_EQ(grid.points[0].name, "lambda-0");
+  EXPECT_EQ(grid.points[1].control, "lambda-0");
+  EXPECT_EQ(grid.points[2].control, "lambda-0");
+  EXPECT_FALSE(grid.points[2].is_control);
+}
+
+TEST(Sweep, BadControlsNameTheLineAndTheCandidates) {
+  TempDir dir;
+  const auto base = tiny_base(dir, 10);
+  auto err = [&](const std::string& text) {
+    return error_of([&] { sweep::load_sweep(write_sweep(dir, "bad.yaml", text)); });
+  };
+  const std::string head = fmt::format(
+      "command: prune\nconfigs: [{}]\nset: {{prune.init_from: runs/x/checkpoints/best}}\n",
+      base.string());
+  // Two controls that differ only in pruning strength: which one is a run's is ambiguous.
+  EXPECT_NE(
+      err(head + "runs:\n"
+                 "  - {name: c1, prune.lambda: 0, control: true}\n"
+                 "  - {name: c2, prune.lambda: 0, prune.lambda_schedule: linear, control: true}\n"
+                 "  - {name: p, prune.lambda: 0.1}\n")
+          .find("bad.yaml:7: run 'p' matches several controls (c1, c2): they agree with it "
+                "on every axis but the pruning strength; name its control with 'control: "
+                "NAME'"),
+      std::string::npos);
+  const std::pair<std::string, std::string> cases[] = {
+      {head + "grid: {prune.lambda: [0, 0.1]}\ncontrols: [lambda-0.0]\n",
+       "bad.yaml:5: controls: the sweep has no run named 'lambda-0.0' (its runs: lambda-0, "
+       "lambda-0.1)"},
+      {head + "runs:\n  - {name: c, prune.lambda: 0, control: true}\n"
+              "  - {name: p, prune.lambda: 0.1, control: nope}\n",
+       "bad.yaml:6: run 'p': control: the sweep has no run named 'nope' (its controls: c)"},
+      {head +
+           "runs:\n  - {name: a, prune.lambda: 0}\n  - {name: p, prune.lambda: 0.1, control: a}\n",
+       "bad.yaml:6: run 'p': control: 'a' is not a control"},
+      {head + "runs:\n  - {name: c, prune.lambda: 0, control: true}\n"
+              "  - {name: d, prune.lambda: 0, control: c}\n"
+              "controls: [d]\n",
+       "bad.yaml:6: run 'd' is a control and names 'c' as its control: a control has no control "
+       "of its own"},
+      {fmt::format("command: train\nconfigs: [{}]\ngrid: {{seed: [1, 2]}}\ncontrols: [seed-1]\n",
+                   base.string()),
+       "bad.yaml:4: controls: only a prune sweep has zero-pruning controls"},
+      {fmt::format("command: train\nconfigs: [{}]\nruns: [{{seed: 1, control: true}}]\n",
+                   base.string()),
+       "bad.yaml:3: control: only a prune sweep"},
+      {head + "runs: [{prune.lambda: 0, control: [a]}]\n", "bad.yaml:4: control: expected true"},
+  };
+  for (const auto& [text, want] : cases) {
+    const std::string e = err(text);
+    EXPECT_NE(e.find(want), std::string::npos) << text << "\n-> " << e;
+  }
+  // A control that prunes is allowed, with a warning.
+  ::testing::internal::CaptureStderr();
+  const auto spec = sweep::load_sweep(write_sweep(
+      dir, "warn.yaml", head + "runs:\n  - {name: c, prune.lambda: 0.01, control: true}\n"));
+  const std::string warned = ::testing::internal::GetCapturedStderr();
+  EXPECT_TRUE(spec.points[0].is_control);
+  EXPECT_NE(warned.find("warn.yaml:5: run 'c' is a control but prunes (prune.lambda 0.01"),
+            std::string::npos)
+      << warned;
 }
 
 // Runs two tiny training points two at a time, one of which cannot start (its data folder does
@@ -309,12 +439,8 @@ exit $rc
   EXPECT_EQ(sweep::run_state(o.out / "seed-1"), sweep::RunState::kPending);
 }
 
-// The report on a hand-made sweep folder: a baseline, a finished prune run with its retraining,
-// a finished one without, and a pending one.
-TEST(Report, TableFromAFixtureOfFinishedRuns) {
-  TempDir dir;
-  const fs::path out = dir / "sweep";
-  const fs::path base = dir / "base";
+// A finished baseline training run: best dev BLEU 25.5 (chrF 45.5) of three evaluations.
+void write_baseline(const fs::path& base) {
   fs::create_directories(base / "checkpoints" / "best");
   io::write_file_atomic(base / "metrics.jsonl",
                         R"({"event":"eval","step":100,"dev_bleu":20.0,"dev_chrf":40.0}
@@ -324,6 +450,39 @@ TEST(Report, TableFromAFixtureOfFinishedRuns) {
   io::write_file_atomic(base / "summary.json", "{}");
   io::write_file_atomic(base / "checkpoints" / "best" / "architecture.json",
                         R"({"enc_self":[2,2],"dec_self":[2,2],"enc_dec":[2,2],"head_dim":8})");
+}
+
+// A finished prune run of a sweep folder with its summary, log and head-removal log.
+void write_finished_prune(const fs::path& out, const std::string& name, const std::string& heads,
+                          const std::string& e_d_de, double bleu, int64_t params) {
+  const fs::path run = out / name;
+  fs::create_directories(run);
+  io::write_file_atomic(run / "summary.json", "{}");
+  io::write_file_atomic(
+      run / "pruning.json",
+      fmt::format(R"({{"heads_before_e_d_de":"4/4/4","heads_after_e_d_de":"{}","heads_after":{},
+                      "parameters_before":1000,"parameters_after":{},"dev_bleu_end":{},
+                      "steps":100}})",
+                  e_d_de, heads, params, bleu));
+  io::write_file_atomic(
+      run / "metrics.jsonl",
+      fmt::format(R"({{"event":"final","step":100,"dev_bleu":{},"dev_chrf":44.25}})"
+                  "\n",
+                  bleu));
+  io::write_file_atomic(run / "head_removal.csv",
+                        "attention,layer,head,removal_step,p_open,gate,dev_bleu_at_removal\n"
+                        "enc_self,0,1,50,0.01,0,24.0\nenc_self,1,0,100,0.02,0,25.0\n"
+                        "enc_self,0,0,,0.9,1,\nenc_self,1,1,,0.8,1,\n");
+}
+
+// The report on a hand-made sweep folder: a baseline, a finished prune run with its retraining,
+// a finished one without, and a pending one. Its sweep.json predates controls (no is_control or
+// control per point): no run has a control.
+TEST(Report, TableFromAFixtureOfFinishedRuns) {
+  TempDir dir;
+  const fs::path out = dir / "sweep";
+  const fs::path base = dir / "base";
+  write_baseline(base);
   nlohmann::json manifest = {{"command", "prune"},
                              {"axes", {"prune.lambda"}},
                              {"baseline", base.string()},
@@ -334,31 +493,10 @@ TEST(Report, TableFromAFixtureOfFinishedRuns) {
                                {{"name", "lambda-1"}, {"values", {{"prune.lambda", "1"}}}}}}};
   fs::create_directories(out);
   io::write_file_atomic(out / "sweep.json", manifest.dump());
-  auto finished_prune = [&](const std::string& name, const std::string& heads,
-                            const std::string& e_d_de, double bleu, int64_t params) {
-    const fs::path run = out / name;
-    fs::create_directories(run);
-    io::write_file_atomic(run / "summary.json", "{}");
-    io::write_file_atomic(
-        run / "pruning.json",
-        fmt::format(R"({{"heads_before_e_d_de":"4/4/4","heads_after_e_d_de":"{}","heads_after":{},
-                        "parameters_before":1000,"parameters_after":{},"dev_bleu_end":{},
-                        "steps":100}})",
-                    e_d_de, heads, params, bleu));
-    io::write_file_atomic(
-        run / "metrics.jsonl",
-        fmt::format(R"({{"event":"final","step":100,"dev_bleu":{},"dev_chrf":44.25}})"
-                    "\n",
-                    bleu));
-    io::write_file_atomic(run / "head_removal.csv",
-                          "attention,layer,head,removal_step,p_open,gate,dev_bleu_at_removal\n"
-                          "enc_self,0,1,50,0.01,0,24.0\nenc_self,1,0,100,0.02,0,25.0\n"
-                          "enc_self,0,0,,0.9,1,\nenc_self,1,1,,0.8,1,\n");
-  };
-  finished_prune("lambda-0.1", R"({"enc_self":[1,1],"dec_self":[2,2],"enc_dec":[2,1]})", "2/4/3",
-                 25.0, 900);
-  finished_prune("lambda-0.5", R"({"enc_self":[0,1],"dec_self":[1,0],"enc_dec":[1,1]})", "1/1/2",
-                 21.25, 800);
+  write_finished_prune(out, "lambda-0.1", R"({"enc_self":[1,1],"dec_self":[2,2],"enc_dec":[2,1]})",
+                       "2/4/3", 25.0, 900);
+  write_finished_prune(out, "lambda-0.5", R"({"enc_self":[0,1],"dec_self":[1,0],"enc_dec":[1,1]})",
+                       "1/1/2", 21.25, 800);
   // lambda-0.1 was retrained from scratch (best dev BLEU 23.5); lambda-0.5's retraining runs.
   fs::create_directories(out / "lambda-0.1" / "scratch");
   io::write_file_atomic(out / "lambda-0.1" / "scratch" / "summary.json", "{}");
@@ -390,13 +528,14 @@ TEST(Report, TableFromAFixtureOfFinishedRuns) {
   ASSERT_EQ(csv.size(), 5u);
   EXPECT_EQ(csv[0],
             "run,state,prune.lambda,heads_e_d_de,heads_total,parameters,bleu,bleu_scratch,"
-            "scratch_state,chrf,bleu_change,sentences_per_s");
-  EXPECT_EQ(csv[1], "baseline,done,,4/4/4,12,1000,25.50,,,45.50,,");
-  EXPECT_EQ(csv[2], "lambda-0.1,done,0.1,2/4/3,9,900,25.00,23.50,done,44.25,-0.50,");
-  EXPECT_EQ(csv[4], "lambda-1,pending,1,,,,,,pending,,,");
+            "scratch_state,chrf,bleu_change,control,bleu_change_control,sentences_per_s");
+  EXPECT_EQ(csv[1], "baseline,done,,4/4/4,12,1000,25.50,,,45.50,,,,");
+  EXPECT_EQ(csv[2], "lambda-0.1,done,0.1,2/4/3,9,900,25.00,23.50,done,44.25,-0.50,,,");
+  EXPECT_EQ(csv[4], "lambda-1,pending,1,,,,,,pending,,,,,");
   const auto md = io::read_file(out / "results.md");
   EXPECT_NE(md.find("| lambda-1 (pending) | 1 | (pending) |"), std::string::npos) << md;
-  EXPECT_NE(md.find("| lambda-0.5 | 0.5 | 1/1/2 | 4 | 800 | 21.25 | (pending) | 44.25 | -4.25 |"),
+  EXPECT_NE(md.find("| lambda-0.5 | 0.5 | 1/1/2 | 4 | 800 | 21.25 | (pending) | 44.25 | -4.25 | - "
+                    "| - |"),
             std::string::npos)
       << md;
   if (std::system("command -v gnuplot >/dev/null 2>&1") == 0) {
@@ -407,6 +546,99 @@ TEST(Report, TableFromAFixtureOfFinishedRuns) {
   // Not a sweep folder: a clear error.
   o.dir = dir / "nothing";
   EXPECT_NE(error_of([&] { sweep::write_report(o); }).find("no sweep.json"), std::string::npos);
+}
+
+// Controls in the report: each run against its zero-pruning control, in the table, the csv and the
+// plot.
+TEST(Report, EachRunAgainstItsZeroPruningControl) {
+  TempDir dir;
+  const fs::path out = dir / "sweep";
+  const fs::path base = dir / "base";
+  write_baseline(base);  // dev BLEU 25.5
+  auto point = [](const std::string& name, const std::string& lambda, const std::string& attention,
+                  bool is_control, const std::string& control) {
+    nlohmann::json values = {{"prune.lambda", lambda}};
+    if (!attention.empty()) values["prune.attention"] = attention;
+    return nlohmann::json{
+        {"name", name}, {"values", values}, {"is_control", is_control}, {"control", control}};
+  };
+  const nlohmann::json manifest = {
+      {"command", "prune"},
+      {"axes", {"prune.lambda", "prune.attention"}},
+      {"baseline", base.string()},
+      {"retrain", false},
+      {"points",
+       {point("all-l0", "0", "", true, ""), point("all-l0.1", "0.1", "", false, "all-l0"),
+        point("enc-l0", "0", "[enc_self]", true, ""),
+        point("enc-l0.1", "0.1", "[enc_self]", false, "enc-l0"),
+        point("lambda-0.5", "0.5", "", false, "")}}};
+  fs::create_directories(out);
+  io::write_file_atomic(out / "sweep.json", manifest.dump());
+  const std::string all = R"({"enc_self":[2,2],"dec_self":[2,2],"enc_dec":[2,2]})";
+  write_finished_prune(out, "all-l0", all, "4/4/4", 26.0, 1000);
+  write_finished_prune(out, "all-l0.1", R"({"enc_self":[1,1],"dec_self":[2,2],"enc_dec":[2,1]})",
+                       "2/4/3", 25.0, 900);
+  // enc-l0 has not run: enc-l0.1 has no control BLEU to compare with.
+  write_finished_prune(out, "enc-l0.1", R"({"enc_self":[1,1],"dec_self":[2,2],"enc_dec":[2,2]})",
+                       "2/4/4", 24.75, 950);
+  write_finished_prune(out, "lambda-0.5", R"({"enc_self":[0,1],"dec_self":[1,0],"enc_dec":[1,1]})",
+                       "1/1/2", 21.25, 800);
+
+  sweep::ReportOptions o;
+  o.dir = out;
+  const auto r = sweep::write_report(o);
+  ASSERT_EQ(r.rows.size(), 6u);
+  EXPECT_FALSE(r.rows[0].delta_control.has_value());  // the baseline
+  EXPECT_TRUE(r.rows[1].is_control);
+  EXPECT_FALSE(r.rows[1].delta_control.has_value());  // a control against itself: nothing
+  EXPECT_DOUBLE_EQ(*r.rows[1].delta, 0.5);            // fine-tuning alone: +0.5 over the baseline
+  EXPECT_EQ(r.rows[2].control, "all-l0");
+  EXPECT_DOUBLE_EQ(*r.rows[2].delta, -0.5);
+  EXPECT_DOUBLE_EQ(*r.rows[2].delta_control, -1.0);  // 25.0 - 26.0
+  EXPECT_TRUE(r.rows[3].is_control);
+  EXPECT_EQ(r.rows[3].state, "pending");
+  EXPECT_EQ(r.rows[4].control, "enc-l0");
+  EXPECT_FALSE(r.rows[4].delta_control.has_value());  // its control has not run
+  EXPECT_EQ(r.rows[5].control, "");
+  EXPECT_FALSE(r.rows[5].delta_control.has_value());
+
+  const auto csv = io::read_lines(out / "results.csv");
+  const std::vector<std::string> want_csv = {
+      "run,state,prune.lambda,prune.attention,heads_e_d_de,heads_total,parameters,bleu,"
+      "bleu_scratch,scratch_state,chrf,bleu_change,control,bleu_change_control,sentences_per_s",
+      "baseline,done,,,4/4/4,12,1000,25.50,,,45.50,,,,",
+      "all-l0,done,0,,4/4/4,12,1000,26.00,,,44.25,0.50,self,,",
+      "all-l0.1,done,0.1,,2/4/3,9,900,25.00,,,44.25,-0.50,all-l0,-1.00,",
+      "enc-l0,pending,0,[enc_self],,,,,,,,,self,,",
+      "enc-l0.1,done,0.1,[enc_self],2/4/4,10,950,24.75,,,44.25,-0.75,enc-l0,,",
+      "lambda-0.5,done,0.5,,1/1/2,4,800,21.25,,,44.25,-4.25,,,"};
+  EXPECT_EQ(csv, want_csv);
+  const auto md = io::read_file(out / "results.md");
+  for (const char* want :
+       {"vs control: BLEU minus that of the zero-pruning control of the run's setting (the "
+        "baseline fine-tuned for the same steps with prune.lambda 0)",
+        "| run | prune.lambda | prune.attention | heads e/d/d-e | total | parameters | BLEU | from "
+        "scratch | chrF | vs baseline | vs control | sent/s |\n",
+        "| all-l0 (control) | 0 | - | 4/4/4 | 12 | 1000 | 26.00 | - | 44.25 | +0.50 | - | - |\n",
+        "| all-l0.1 | 0.1 | - | 2/4/3 | 9 | 900 | 25.00 | - | 44.25 | -0.50 | -1.00 | - |\n",
+        "| enc-l0 (control, pending) | 0 | [enc_self] | (pending) |",
+        "| enc-l0.1 | 0.1 | [enc_self] | 2/4/4 | 10 | 950 | 24.75 | - | 44.25 | -0.75 | - | - |\n"})
+    EXPECT_NE(md.find(want), std::string::npos) << want << "\nnot in\n" << md;
+  // The plot: the controls as their own series and as a line each, not among the pruned runs.
+  if (std::system("command -v gnuplot >/dev/null 2>&1") == 0) {
+    EXPECT_GT(fs::file_size(out / "plots" / "bleu_vs_heads.png"), 1000u);
+    const auto dat = io::read_file(out / "plots" / "bleu_vs_heads.dat");
+    EXPECT_NE(dat.find("12 NaN NaN \"4/4/4\" 26.00\n"), std::string::npos) << dat;
+    EXPECT_NE(dat.find("9 25.00 NaN \"2/4/3\" NaN\n"), std::string::npos) << dat;
+    const auto gp = io::read_file(out / "plots" / "bleu_vs_heads.gp");
+    EXPECT_NE(gp.find("using 1:5 with points pt 9 ps 1.6 title 'zero-pruning control'"),
+              std::string::npos)
+        << gp;
+    EXPECT_NE(gp.find("26.000 with lines dt 4 lw 1.5 title 'control all-l0 (26.00)'"),
+              std::string::npos)
+        << gp;
+    EXPECT_EQ(gp.find("control enc-l0"), std::string::npos) << gp;  // no BLEU yet
+  }
 }
 
 // End to end: a tiny baseline, a prune sweep of two lambdas with from-scratch retraining, and the
@@ -426,6 +658,7 @@ set: {{prune.init_from: {1}/checkpoints/last, train.max_steps: 60, train.eval_ev
       train.lr: 0.001, train.warmup_steps: 10, prune.gate_lr: 0.1}}
 grid:
   prune.lambda: [0.0, 100.0]
+controls: [lambda-0.0]
 baseline: {1}
 retrain:
   configs: [{0}]
@@ -478,6 +711,13 @@ retrain:
   EXPECT_NE(io::read_file(o.out / "results.md").find("(nothing pruned)"), std::string::npos);
   EXPECT_TRUE(rep.rows[2].bleu_scratch.has_value());
   EXPECT_LT(*rep.rows[2].parameters, *rep.rows[1].parameters);
+  // lambda 0 is the control of lambda 100.
+  EXPECT_TRUE(rep.rows[1].is_control);
+  EXPECT_EQ(rep.rows[2].control, "lambda-0.0");
+  ASSERT_TRUE(rep.rows[2].delta_control.has_value());
+  EXPECT_DOUBLE_EQ(*rep.rows[2].delta_control, *rep.rows[2].bleu - *rep.rows[1].bleu);
+  EXPECT_NE(io::read_file(o.out / "results.md").find("| lambda-0.0 (control) |"),
+            std::string::npos);
   // The retrained architecture is the pruned one.
   const auto arch = nlohmann::json::parse(io::read_file(
       o.out / "lambda-100.0" / "scratch" / "checkpoints" / "last" / "architecture.json"));

@@ -35,7 +35,7 @@ void add_sweep_command(CLI::App& app) {
       "Run one train or prune run per point of a grid (or list) of config values, N at a time, "
       "resumably; or write a Slurm array job for them");
   cmd->add_option("sweep", a->file,
-                  "Sweep file (YAML): command, configs, set, grid / runs, "
+                  "Sweep file (YAML): command, configs, set, grid / runs, controls, "
                   "baseline, retrain, slurm")
       ->required()
       ->check(CLI::ExistingFile);
@@ -126,7 +126,9 @@ void add_report_command(CLI::App& app) {
   };
   auto a = std::make_shared<Args>();
   auto* cmd = app.add_subcommand(
-      "report", "Table (results.csv, results.md) and plots of a sweep against its baseline");
+      "report",
+      "Table (results.csv, results.md) and plots of a sweep against its baseline and each run's "
+      "zero-pruning control");
   cmd->add_option("dir", a->dir, "Sweep folder (the --out of `headcount sweep`)")->required();
   cmd->add_option("--split", a->split,
                   "Evaluate every checkpoint on dev or test with its decode settings (cached); "

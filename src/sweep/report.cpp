@@ -167,13 +167,16 @@ std::vector<fs::path> write_plots(const Report& r, const fs::path& dir,
   const fs::path pd = dir / "plots";
   fs::create_directories(pd);
   // BLEU against heads kept.
-  std::string dat = "# total_heads bleu_trained bleu_scratch label\n";
+  // Pruned runs in columns 2 and 3, the zero-pruning controls in column 5.
+  std::string dat = "# total_heads bleu_trained bleu_scratch label bleu_control\n";
   for (const auto& row : r.rows) {
     if (row.name == "baseline" || !row.heads) continue;
     int64_t total = 0;
     for (auto h : *row.heads) total += h;
-    dat += fmt::format("{} {} {} \"{}\"\n", total, row.bleu ? num(row.bleu) : "NaN",
-                       row.bleu_scratch ? num(row.bleu_scratch) : "NaN", heads_summary(*row.heads));
+    const std::string bleu = row.bleu ? num(row.bleu) : "NaN";
+    dat += fmt::format("{} {} {} \"{}\" {}\n", total, row.is_control ? "NaN" : bleu,
+                       row.bleu_scratch ? num(row.bleu_scratch) : "NaN", heads_summary(*row.heads),
+                       row.is_control ? bleu : "NaN");
   }
   io::write_file_atomic(pd / "bleu_vs_heads.dat", dat);
   std::string gp;
@@ -187,9 +190,18 @@ std::vector<fs::path> write_plots(const Report& r, const fs::path& dir,
                     plot::quote(pd / "bleu_vs_heads.dat"));
   gp += "  '' using 1:2:4 with labels offset 0,1 font ',8' notitle, \\\n";
   gp += "  '' using 1:3 with points pt 5 ps 1.3 title 'pruned architecture from scratch'";
+  bool any_control = false;
+  for (const auto& row : r.rows) any_control |= row.is_control && row.bleu && row.heads;
+  if (any_control)
+    gp += ", \\\n  '' using 1:5 with points pt 9 ps 1.6 title 'zero-pruning control'";
   if (baseline_bleu) {
     gp += fmt::format(", \\\n  {:.3f} with lines dt 2 lw 2 title 'baseline ({:.2f})'",
                       *baseline_bleu, *baseline_bleu);
+  }
+  for (const auto& row : r.rows) {
+    if (!row.is_control || !row.bleu) continue;
+    gp += fmt::format(", \\\n  {:.3f} with lines dt 4 lw 1.5 title {}", *row.bleu,
+                      plot::quote(fmt::format("control {} ({:.2f})", row.name, *row.bleu)));
   }
   gp += "\n";
   io::write_file_atomic(pd / "bleu_vs_heads.gp", gp);
@@ -380,6 +392,8 @@ Report write_report(const ReportOptions& o) {
   for (const auto& p : (*manifest)["points"]) {
     ReportRow row;
     row.name = p["name"].get<std::string>();
+    row.is_control = p.value("is_control", false);
+    row.control = p.value("control", "");
     for (const auto& [k, v] : p["values"].items()) row.values.emplace_back(k, v.get<std::string>());
     const fs::path run = o.dir / row.name;
     row.state = state_name(run_state(run));
@@ -427,24 +441,33 @@ Report write_report(const ReportOptions& o) {
     if (row.bleu && base_bleu) row.delta = *row.bleu - *base_bleu;
     r.rows.push_back(row);
   }
+  // Against the zero-pruning control of each run's setting.
+  for (auto& row : r.rows) {
+    if (row.control.empty() || !row.bleu) continue;
+    for (const auto& c : r.rows)
+      if (c.name == row.control && c.name != "baseline" && c.bleu)
+        row.delta_control = *row.bleu - *c.bleu;
+  }
 
   // results.csv
   std::vector<std::string> header = {"run", "state"};
   for (const auto& a : r.axes) header.push_back(a);
-  for (const char* h : {"heads_e_d_de", "heads_total", "parameters", "bleu", "bleu_scratch",
-                        "scratch_state", "chrf", "bleu_change", "sentences_per_s"})
+  for (const char* h :
+       {"heads_e_d_de", "heads_total", "parameters", "bleu", "bleu_scratch", "scratch_state",
+        "chrf", "bleu_change", "control", "bleu_change_control", "sentences_per_s"})
     header.push_back(h);
   std::string csv = fmt::format("{}\n", fmt::join(header, ","));
   std::string md;
   md += fmt::format(
       "BLEU: {}. Heads kept: encoder / decoder / decoder-encoder self- and "
       "cross-attention (e/d/d-e). From scratch: the pruned architecture trained "
-      "from a random initialisation.\n\n",
+      "from a random initialisation. vs control: BLEU minus that of the zero-pruning control of "
+      "the run's setting (the baseline fine-tuned for the same steps with prune.lambda 0).\n\n",
       r.bleu_label);
   std::vector<std::string> mdh = {"run"};
   for (const auto& a : r.axes) mdh.push_back(a);
-  for (const char* h :
-       {"heads e/d/d-e", "total", "parameters", "BLEU", "from scratch", "chrF", "change", "sent/s"})
+  for (const char* h : {"heads e/d/d-e", "total", "parameters", "BLEU", "from scratch", "chrF",
+                        "vs baseline", "vs control", "sent/s"})
     mdh.push_back(h);
   md += fmt::format("| {} |\n", fmt::join(mdh, " | "));
   std::vector<std::string> align(mdh.size(), "---:");
@@ -469,7 +492,8 @@ Report write_report(const ReportOptions& o) {
     for (const auto& v : vals) c.push_back(v);
     for (const auto& s :
          {heads, total_s, params, num(row.bleu), num(row.bleu_scratch), row.scratch_state,
-          num(row.chrf), num(row.delta), num(row.sentences_per_s, 1)})
+          num(row.chrf), num(row.delta), row.is_control ? std::string("self") : row.control,
+          num(row.delta_control), num(row.sentences_per_s, 1)})
       c.push_back(s);
     std::vector<std::string> cq;
     for (const auto& s : c) cq.push_back(csv_field(s));
@@ -479,9 +503,11 @@ Report write_report(const ReportOptions& o) {
       if (!v.empty()) return v;
       return state.empty() || state == "done" ? std::string("-") : fmt::format("({})", state);
     };
-    std::vector<std::string> m = {row.state == "done" || row.name == "baseline"
-                                      ? row.name
-                                      : fmt::format("{} ({})", row.name, row.state)};
+    std::vector<std::string> notes;
+    if (row.is_control) notes.push_back("control");
+    if (row.state != "done" && row.name != "baseline") notes.push_back(row.state);
+    std::vector<std::string> m = {
+        notes.empty() ? row.name : fmt::format("{} ({})", row.name, fmt::join(notes, ", "))};
     for (const auto& v : vals) m.push_back(v.empty() ? "-" : v);
     const bool pending = row.state != "done" && row.name != "baseline";
     m.push_back(missing(heads, pending ? row.state : ""));
@@ -493,6 +519,7 @@ Report write_report(const ReportOptions& o) {
     m.push_back(retrain || !row.scratch_state.empty() ? missing(scratch, row.scratch_state) : "-");
     m.push_back(missing(num(row.chrf), pending ? row.state : ""));
     m.push_back(row.delta ? fmt::format("{:+.2f}", *row.delta) : "-");
+    m.push_back(row.delta_control ? fmt::format("{:+.2f}", *row.delta_control) : "-");
     m.push_back(row.sentences_per_s ? num(row.sentences_per_s, 1) : "-");
     md += fmt::format("| {} |\n", fmt::join(m, " | "));
   }

@@ -98,8 +98,8 @@ void check_configs_exist(const std::vector<std::string>& configs, const fs::path
 }
 
 // Key/value of config keys inside a point, checked against the schema by resolving the config.
-const std::set<std::string> kTopLevel = {"command", "configs",  "set",     "grid",
-                                         "runs",    "baseline", "retrain", "slurm"};
+const std::set<std::string> kTopLevel = {"command",  "configs",  "set",     "grid", "runs",
+                                         "controls", "baseline", "retrain", "slurm"};
 
 std::string exit_file(const fs::path& dir) {
   return (dir / "sweep-exit.json").string();
@@ -136,7 +136,78 @@ void add_threads(std::vector<std::string>& args, const Assignments& a, const Ass
                            fmt::format("threads.blas={}", threads_blas)});
 }
 
+// A point's value of `key`, or nullopt when it does not set it.
+std::optional<std::string> value_of(const SweepPoint& p, const std::string& key) {
+  for (const auto& [k, v] : p.values)
+    if (k == key) return v;
+  return std::nullopt;
+}
+
+// Each point's control: the named one, or the one control that agrees with it on every axis but
+// the pruning strength. `explicit_control[i]` holds a run's `control: NAME` and where it is.
+void resolve_controls(SweepSpec& spec, const std::vector<YAML::Node>& nodes,
+                      const std::vector<std::pair<std::string, YAML::Node>>& explicit_control) {
+  const fs::path& file = spec.file;
+  std::map<std::string, size_t> index;
+  for (size_t i = 0; i < spec.points.size(); ++i) index[spec.points[i].name] = i;
+  std::vector<std::string> controls;
+  for (const auto& p : spec.points)
+    if (p.is_control) controls.push_back(p.name);
+  for (size_t i = 0; i < spec.points.size(); ++i) {
+    auto& p = spec.points[i];
+    const auto& [named, node] = explicit_control[i];
+    if (!named.empty()) {
+      HC_CHECK(!p.is_control,
+               "{}: run '{}' is a control and names '{}' as its control: a control has no "
+               "control of its own",
+               where(file, node), p.name, named);
+      const auto it = index.find(named);
+      HC_CHECK(
+          it != index.end(),
+          "{}: run '{}': control: the sweep has no run named '{}' (its controls: {})",
+          where(file, node), p.name, named,
+          controls.empty() ? std::string("none") : fmt::format("{}", fmt::join(controls, ", ")));
+      HC_CHECK(spec.points[it->second].is_control,
+               "{}: run '{}': control: '{}' is not a control (list it in 'controls' or give it "
+               "'control: true')",
+               where(file, node), p.name, named);
+      p.control = named;
+      continue;
+    }
+    if (p.is_control) continue;
+    std::vector<std::string> matches;
+    for (const auto& c : controls) {
+      const auto& q = spec.points[index.at(c)];
+      bool same = true;
+      for (const auto& axis : spec.axes) {
+        if (std::find(kStrengthKeys.begin(), kStrengthKeys.end(), axis) != kStrengthKeys.end())
+          continue;
+        if (value_of(p, axis) != value_of(q, axis)) {
+          same = false;
+          break;
+        }
+      }
+      if (same) matches.push_back(c);
+    }
+    HC_CHECK(matches.size() <= 1,
+             "{}: run '{}' matches several controls ({}): they agree with it on every axis but "
+             "the pruning strength; name its control with 'control: NAME' in its entry under "
+             "'runs'",
+             where(file, nodes[i]), p.name, fmt::join(matches, ", "));
+    if (!matches.empty()) p.control = matches[0];
+  }
+}
+
 }  // namespace
+
+const std::vector<std::string> kStrengthKeys = {"prune.lambda",
+                                                "prune.lambda_schedule",
+                                                "prune.lambda_warmup_steps",
+                                                "prune.lambda_steps",
+                                                "prune.lambda_values",
+                                                "prune.target_heads",
+                                                "prune.target_warmup_steps",
+                                                "prune.lagrangian_lr"};
 
 std::string point_name(const Assignments& values, const std::vector<std::string>& axes) {
   std::map<std::string, int> short_count;
@@ -199,6 +270,7 @@ SweepSpec load_sweep(const fs::path& file) {
 
   // Points: the grid's combinations, then the explicit runs.
   std::vector<std::pair<SweepPoint, YAML::Node>> points;  // with the node errors point at
+  std::vector<std::pair<std::string, YAML::Node>> explicit_control;  // per point: control: NAME
   if (const auto grid = root["grid"]) {
     HC_CHECK(grid.IsMap(), "{}: grid: expected a map of config keys to lists of values",
              where(file, grid));
@@ -230,22 +302,43 @@ SweepSpec load_sweep(const fs::path& file) {
     for (const auto& r : runs) {
       HC_CHECK(r.IsMap(), "{}: runs: each run is a map of config keys to values", where(file, r));
       SweepPoint p;
+      std::pair<std::string, YAML::Node> control;  // its `control: NAME`
       for (const auto& kv : r) {
         const std::string key = kv.first.Scalar();
         if (key == "name") {
           p.name = kv.second.Scalar();
           continue;
         }
+        if (key == "control") {
+          HC_CHECK(spec.command == "prune",
+                   "{}: control: only a prune sweep has zero-pruning controls",
+                   where(file, kv.first));
+          HC_CHECK(kv.second.IsScalar() && !kv.second.Scalar().empty(),
+                   "{}: control: expected true (this run is a control) or the name of this run's "
+                   "control",
+                   where(file, kv.second));
+          bool is_control = false;
+          if (YAML::convert<bool>::decode(kv.second, is_control))
+            p.is_control = is_control;
+          else
+            control = {kv.second.Scalar(), kv.second};
+          continue;
+        }
         p.values.emplace_back(key, yaml_text(kv.second));
         if (std::find(spec.axes.begin(), spec.axes.end(), key) == spec.axes.end())
           spec.axes.push_back(key);
       }
+      explicit_control.resize(points.size());
       points.emplace_back(p, r);
+      explicit_control.push_back(control);
     }
   }
+  explicit_control.resize(points.size());
   HC_CHECK(!points.empty(), "{}: no runs: give a 'grid' or a list of 'runs'", file.string());
 
   std::map<std::string, std::string> seen;  // name -> where
+  std::vector<YAML::Node> nodes;
+  std::vector<Config> resolved;
   for (auto& [p, node] : points) {
     if (p.name.empty()) p.name = point_name(p.values, spec.axes);
     HC_CHECK(p.name.find('/') == std::string::npos && p.name != "." && p.name != "..",
@@ -267,6 +360,42 @@ SweepSpec load_sweep(const fs::path& file) {
                where(file, node), p.name);
     }
     spec.points.push_back(p);
+    nodes.push_back(node);
+    resolved.push_back(config);
+  }
+
+  // Zero-pruning controls: `controls: [NAME, ...]` and `control: true` in runs.
+  if (const auto c = root["controls"]) {
+    HC_CHECK(spec.command == "prune", "{}: controls: only a prune sweep has zero-pruning controls",
+             where(file, c));
+    HC_CHECK(c.IsSequence() || c.IsScalar(),
+             "{}: controls: expected a list of run names, e.g. [lambda-0]", where(file, c));
+    std::vector<YAML::Node> names;
+    if (c.IsScalar()) names.push_back(c);
+    for (const auto& e : c) names.push_back(e);
+    for (const auto& n : names) {
+      HC_CHECK(n.IsScalar(), "{}: controls: expected a list of run names", where(file, n));
+      auto it = std::find_if(spec.points.begin(), spec.points.end(),
+                             [&](const SweepPoint& p) { return p.name == n.Scalar(); });
+      if (it == spec.points.end()) {
+        std::vector<std::string> all;
+        for (const auto& p : spec.points) all.push_back(p.name);
+        HC_FAIL("{}: controls: the sweep has no run named '{}' (its runs: {})", where(file, n),
+                n.Scalar(), fmt::join(all, ", "));
+      }
+      it->is_control = true;
+    }
+  }
+  resolve_controls(spec, nodes, explicit_control);
+  for (size_t i = 0; i < spec.points.size(); ++i) {
+    const auto& p = spec.points[i];
+    if (!p.is_control) continue;
+    if (resolved[i].prune.lambda != 0 || resolved[i].prune.target_heads != 0) {
+      log::warn(
+          "{}: run '{}' is a control but prunes (prune.lambda {}, prune.target_heads {}): a "
+          "zero-pruning control normally has prune.lambda 0",
+          where(file, nodes[i]), p.name, resolved[i].prune.lambda, resolved[i].prune.target_heads);
+    }
   }
 
   if (const auto r = root["retrain"]) {
@@ -442,6 +571,8 @@ std::string status_table(const SweepSpec& spec, const fs::path& out) {
       s += fmt::format("{:<40} {:<12} {:>9}  {}\n", name, state_name(run_state(dir)),
                        bleu ? fmt::format("{:.2f}", *bleu) : "-", values);
     };
+    if (p.is_control) vals.push_back("(control)");
+    if (!p.control.empty()) vals.push_back(fmt::format("(control: {})", p.control));
     row(p.name, out / p.name, fmt::format("{}", fmt::join(vals, " ")));
     if (spec.retrain) row(p.name + "/scratch", out / p.name / "scratch", "(from scratch)");
   }
@@ -463,7 +594,10 @@ void write_manifest(const SweepSpec& spec, const fs::path& out) {
   for (const auto& p : spec.points) {
     nlohmann::json values = nlohmann::json::object();
     for (const auto& [k, v] : p.values) values[k] = v;
-    points.push_back({{"name", p.name}, {"values", values}});
+    points.push_back({{"name", p.name},
+                      {"values", values},
+                      {"is_control", p.is_control},
+                      {"control", p.control}});
   }
   nlohmann::json set = nlohmann::json::object();
   for (const auto& [k, v] : spec.set) set[k] = v;

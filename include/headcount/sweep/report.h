@@ -1,6 +1,7 @@
-// `headcount report DIR`: one table of a sweep's runs against the baseline (results.csv,
-// results.md) and its plots (BLEU against heads kept; per run, a layer x head grid per attention
-// type coloured by when each head was removed). Works on a partial sweep, marking what is missing.
+// `headcount report DIR`: one table of a sweep's runs against the baseline and against each run's
+// zero-pruning control (results.csv, results.md) and its plots (BLEU against heads kept; per run, a
+// layer x head grid per attention type coloured by when each head was removed). Works on a partial
+// sweep, marking what is missing.
 #pragma once
 
 #include <filesystem>
@@ -32,10 +33,13 @@ struct ReportOptions {
 struct ReportRow {
   std::string name;  // "baseline" or the run's name
   std::string state;
+  bool is_control = false;  // a zero-pruning control (prune.lambda 0) of the sweep
+  std::string control;      // the name of this run's control ("" : none)
   std::vector<std::pair<std::string, std::string>> values;
   std::optional<std::vector<int64_t>> heads;  // kept per type: enc_self, dec_self, enc_dec
   std::optional<int64_t> parameters;
   std::optional<double> bleu, bleu_scratch, chrf, delta, sentences_per_s;
+  std::optional<double> delta_control;  // BLEU minus its control's BLEU
   std::string scratch_state;
 };
 

@@ -18,6 +18,22 @@
 //   slurm: {partition: cpu, cpus_per_task: 2, mem: 16G, time: "24:00:00", ntasks: 1}
 //
 // Paths in the file are relative to the current directory, like those given on a command line.
+//
+// Controls (prune sweeps): fine-tuning alone changes BLEU, so each pruned run is compared with a
+// zero-pruning control, a run of the same setting with prune.lambda 0 and the same budget. The
+// controls are the points listed in `controls:` or marked `control: true` in `runs:`. Every other
+// point gets its control: the one its `control: NAME` gives, or else the one control whose values
+// agree with the point's on every axis except the pruning-strength keys (kStrengthKeys; a key a
+// point does not set counts as unset, equal only to unset); none matching: no control; several: an
+// error (give the run `control: NAME`). A control that prunes (prune.lambda or prune.target_heads
+// not 0) is allowed with a warning. The report shows each run's BLEU against its control's.
+//
+//   grid: {prune.lambda: [0, 0.05, 0.2]}
+//   controls: [lambda-0]                 # lambda-0.05 and lambda-0.2 match it
+//   runs:                                # enc-t8 names its control; the others are matched
+//     - {name: enc-l0, prune.lambda: 0, prune.attention: [enc_self], control: true}
+//     - {name: enc-l0.1, prune.lambda: 0.1, prune.attention: [enc_self]}  # matches enc-l0
+//     - {name: enc-t8, prune.target_heads: 8, prune.attention: [enc_self], control: enc-l0}
 #pragma once
 
 #include <filesystem>
@@ -36,9 +52,16 @@ namespace fs = std::filesystem;
 using Assignments = std::vector<std::pair<std::string, std::string>>;
 
 struct SweepPoint {
-  std::string name;    // run folder name
-  Assignments values;  // the swept keys and this point's values
+  std::string name;         // run folder name
+  Assignments values;       // the swept keys and this point's values
+  bool is_control = false;  // a zero-pruning control
+  std::string control;      // the name of this point's control ("" : none, or a control itself)
 };
+
+// The keys that set how strongly a prune run prunes, ignored when matching a point to its control:
+// prune.lambda, prune.lambda_schedule, prune.lambda_warmup_steps, prune.lambda_steps,
+// prune.lambda_values, prune.target_heads, prune.target_warmup_steps, prune.lagrangian_lr.
+extern const std::vector<std::string> kStrengthKeys;
 
 struct SlurmSpec {
   std::string partition;
@@ -124,7 +147,7 @@ SweepOutcome run_sweep(const SweepSpec& spec, const SweepOptions& options);
 int run_command(const fs::path& executable, const std::vector<std::string>& args,
                 const fs::path& log);
 
-// A table of the runs and their states (for --dry-run and --status).
+// A table of the runs and their states (for --dry-run and --status), with each run's control.
 std::string status_table(const SweepSpec& spec, const fs::path& out);
 
 // Writes OUT/sweep.sbatch, an array job with one task per point, each running
