@@ -8,6 +8,7 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "headcount/common/check.h"
 #include "headcount/common/io.h"
@@ -641,6 +642,186 @@ TEST(Report, EachRunAgainstItsZeroPruningControl) {
   }
 }
 
+// A checkpoint folder with a model.pt, and its `headcount eval` cache RUN/eval-SPLIT.json written
+// after it (so the report takes it as fresh): BLEU and chrF against the first reference and, when
+// given, against all references together.
+void write_eval_cache(const fs::path& run, const fs::path& checkpoint, const std::string& split,
+                      double bleu, double chrf, std::optional<double> bleu_all,
+                      std::optional<double> chrf_all, double sentences_per_s) {
+  fs::create_directories(checkpoint);
+  if (!fs::exists(checkpoint / "model.pt")) io::write_file_atomic(checkpoint / "model.pt", "x");
+  nlohmann::json j = {{"checkpoint", checkpoint.string()},
+                      {"data", split},
+                      {"sentences_per_s", sentences_per_s},
+                      {"scores", {{"ref1", {{"bleu", bleu}, {"chrf", chrf}}}}}};
+  if (bleu_all) {
+    j["scores"]["ref2"] = {{"bleu", *bleu_all - 5}, {"chrf", *chrf_all - 5}};
+    j["scores"]["all_refs"] = {{"bleu", *bleu_all}, {"chrf", *chrf_all}};
+  }
+  io::write_file_atomic(run / fmt::format("eval-{}.json", split), j.dump(2));
+}
+
+// `--split dev,test`: every checkpoint's dev BLEU and test BLEU against the first reference and
+// against both (the test split has two), from the eval caches; the primary figures (BLEU, chrF,
+// the change columns, sent/s, the plot) are those of the last split listed.
+TEST(Report, DevAndTestAgainstEveryReferenceInOneTable) {
+  TempDir dir;
+  const fs::path out = dir / "sweep";
+  const fs::path base = dir / "base";
+  write_baseline(base);
+  const nlohmann::json manifest = {{"command", "prune"},
+                                   {"axes", {"prune.lambda"}},
+                                   {"baseline", base.string()},
+                                   {"retrain", true},
+                                   {"points",
+                                    {{{"name", "all-l0"},
+                                      {"values", {{"prune.lambda", "0"}}},
+                                      {"is_control", true},
+                                      {"control", ""}},
+                                     {{"name", "all-l0.1"},
+                                      {"values", {{"prune.lambda", "0.1"}}},
+                                      {"is_control", false},
+                                      {"control", "all-l0"}},
+                                     {{"name", "lambda-1"}, {"values", {{"prune.lambda", "1"}}}}}}};
+  fs::create_directories(out);
+  io::write_file_atomic(out / "sweep.json", manifest.dump());
+  write_finished_prune(out, "all-l0", R"({"enc_self":[2,2],"dec_self":[2,2],"enc_dec":[2,2]})",
+                       "4/4/4", 26.0, 1000);
+  write_finished_prune(out, "all-l0.1", R"({"enc_self":[1,1],"dec_self":[2,2],"enc_dec":[2,1]})",
+                       "2/4/3", 25.0, 900);
+  fs::create_directories(out / "all-l0.1" / "scratch");
+  io::write_file_atomic(out / "all-l0.1" / "scratch" / "summary.json", "{}");
+  // dev has one reference, test two.
+  const fs::path base_ckpt = base / "checkpoints" / "best";
+  write_eval_cache(base, base_ckpt, "dev", 30.0, 50.0, {}, {}, 10.0);
+  write_eval_cache(base, base_ckpt, "test", 28.0, 48.0, 35.0, 55.0, 12.0);
+  write_eval_cache(out / "all-l0", out / "all-l0" / "pruned", "dev", 30.5, 50.5, {}, {}, 10.5);
+  write_eval_cache(out / "all-l0", out / "all-l0" / "pruned", "test", 28.5, 48.5, 35.5, 55.5, 12.5);
+  write_eval_cache(out / "all-l0.1", out / "all-l0.1" / "pruned", "dev", 29.0, 49.0, {}, {}, 18.0);
+  write_eval_cache(out / "all-l0.1", out / "all-l0.1" / "pruned", "test", 27.25, 47.25, 34.0, 54.0,
+                   20.0);
+  const fs::path scratch = out / "all-l0.1" / "scratch";
+  write_eval_cache(scratch, scratch / "checkpoints" / "best", "dev", 26.0, 46.0, {}, {}, 18.0);
+  write_eval_cache(scratch, scratch / "checkpoints" / "best", "test", 24.5, 44.5, 31.0, 51.0, 20.0);
+
+  sweep::ReportOptions o;
+  o.dir = out;
+  o.executable = "/bin/false";  // the caches are fresh: nothing is evaluated
+  o.splits = {"dev", "test"};
+  const auto r = sweep::write_report(o);
+  for (const auto& run : {base, out / "all-l0", out / "all-l0.1", scratch})
+    for (const char* split : {"dev", "test"})
+      EXPECT_FALSE(fs::exists(run / fmt::format("eval-{}.log", split))) << run << " " << split;
+  EXPECT_EQ(r.splits, (std::vector<std::string>{"dev", "test"}));
+  ASSERT_EQ(r.rows.size(), 4u);
+  // The primary figures are test's (the last split listed), first reference.
+  EXPECT_DOUBLE_EQ(*r.rows[0].bleu, 28.0);
+  EXPECT_DOUBLE_EQ(*r.rows[0].chrf, 48.0);
+  EXPECT_DOUBLE_EQ(*r.rows[0].scores.at("dev").bleu, 30.0);
+  EXPECT_FALSE(r.rows[0].scores.at("dev").bleu_all_refs.has_value());
+  EXPECT_DOUBLE_EQ(*r.rows[0].scores.at("test").bleu_all_refs, 35.0);
+  EXPECT_DOUBLE_EQ(*r.rows[2].delta, 27.25 - 28.0);
+  EXPECT_DOUBLE_EQ(*r.rows[2].delta_control, 27.25 - 28.5);
+  EXPECT_DOUBLE_EQ(*r.rows[2].bleu_scratch, 24.5);
+  EXPECT_DOUBLE_EQ(*r.rows[2].scratch_scores.at("test").bleu_all_refs, 31.0);
+  EXPECT_DOUBLE_EQ(*r.rows[2].sentences_per_s, 20.0);
+  EXPECT_EQ(r.bleu_label,
+            "test BLEU against the first reference (decode.* settings of each "
+            "checkpoint)");
+
+  const std::vector<std::string> want_csv = {
+      "run,state,prune.lambda,heads_e_d_de,heads_total,parameters,bleu,bleu_scratch,"
+      "scratch_state,chrf,bleu_change,control,bleu_change_control,sentences_per_s,bleu_dev,"
+      "bleu_test,bleu_test_all_refs,chrf_test_all_refs,bleu_scratch_dev,bleu_scratch_test,"
+      "bleu_scratch_test_all_refs",
+      "baseline,done,,4/4/4,12,1000,28.00,,,48.00,,,,12.0,30.00,28.00,35.00,55.00,,,",
+      "all-l0,done,0,4/4/4,12,1000,28.50,,nothing pruned,48.50,0.50,self,,12.5,30.50,28.50,35.50,"
+      "55.50,,,",
+      "all-l0.1,done,0.1,2/4/3,9,900,27.25,24.50,done,47.25,-0.75,all-l0,-1.25,20.0,29.00,27.25,"
+      "34.00,54.00,26.00,24.50,31.00",
+      "lambda-1,pending,1,,,,,,pending,,,,,,,,,,,,"};
+  EXPECT_EQ(io::read_lines(out / "results.csv"), want_csv);
+  const auto md = io::read_file(out / "results.md");
+  for (const char* want :
+       {"BLEU: test BLEU against the first reference (decode.* settings of each checkpoint), the "
+        "last split listed; the change columns (vs baseline, vs control), chrF, sent/s and the "
+        "plot are on it. dev BLEU, test BLEU: against the split's first reference; all refs: "
+        "against all its references together. Heads kept:",
+        "| run | prune.lambda | heads e/d/d-e | total | parameters | dev BLEU | test BLEU | test "
+        "BLEU all refs | dev from scratch | test from scratch | test from scratch all refs | chrF "
+        "| vs baseline | vs control | sent/s |\n"
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | "
+        "---: | ---: | ---: |\n",
+        "| baseline | - | 4/4/4 | 12 | 1000 | 30.00 | 28.00 | 35.00 | - | - | - | 48.00 | - | - | "
+        "12.0 |\n",
+        "| all-l0 (control) | 0 | 4/4/4 | 12 | 1000 | 30.50 | 28.50 | 35.50 | (nothing pruned) | "
+        "(nothing pruned) | (nothing pruned) | 48.50 | +0.50 | - | 12.5 |\n",
+        "| all-l0.1 | 0.1 | 2/4/3 | 9 | 900 | 29.00 | 27.25 | 34.00 | 26.00 | 24.50 | 31.00 | "
+        "47.25 | -0.75 | -1.25 | 20.0 |\n",
+        "| lambda-1 (pending) | 1 | (pending) | (pending) | (pending) | (pending) | (pending) | "
+        "(pending) | (pending) | (pending) | (pending) | (pending) | - | - | - |\n"})
+    EXPECT_NE(md.find(want), std::string::npos) << want << "\nnot in\n" << md;
+  if (std::system("command -v gnuplot >/dev/null 2>&1") == 0) {
+    const auto dat = io::read_file(out / "plots" / "bleu_vs_heads.dat");
+    EXPECT_NE(dat.find("9 27.25 24.50 \"2/4/3\" NaN\n"), std::string::npos) << dat;
+  }
+
+  // test,dev: dev is the primary split, its single reference gives no chrF all-refs column.
+  o.splits = {"test", "dev"};
+  o.plots = false;
+  const auto r2 = sweep::write_report(o);
+  EXPECT_DOUBLE_EQ(*r2.rows[2].bleu, 29.0);
+  EXPECT_DOUBLE_EQ(*r2.rows[2].delta, 29.0 - 30.0);
+  EXPECT_DOUBLE_EQ(*r2.rows[2].delta_control, 29.0 - 30.5);
+  EXPECT_DOUBLE_EQ(*r2.rows[2].bleu_scratch, 26.0);
+  const auto csv2 = io::read_lines(out / "results.csv");
+  EXPECT_EQ(csv2[0],
+            "run,state,prune.lambda,heads_e_d_de,heads_total,parameters,bleu,bleu_scratch,"
+            "scratch_state,chrf,bleu_change,control,bleu_change_control,sentences_per_s,"
+            "bleu_test,bleu_test_all_refs,bleu_dev,bleu_scratch_test,bleu_scratch_test_all_refs,"
+            "bleu_scratch_dev");
+  EXPECT_EQ(csv2[3],
+            "all-l0.1,done,0.1,2/4/3,9,900,29.00,26.00,done,49.00,-1.00,all-l0,-1.50,18.0,27.25,"
+            "34.00,29.00,24.50,31.00,26.00");
+
+  // One split with one reference: the table as without per-split columns.
+  o.splits = {"dev"};
+  const auto r3 = sweep::write_report(o);
+  const auto csv3 = io::read_lines(out / "results.csv");
+  EXPECT_EQ(csv3[0],
+            "run,state,prune.lambda,heads_e_d_de,heads_total,parameters,bleu,bleu_scratch,"
+            "scratch_state,chrf,bleu_change,control,bleu_change_control,sentences_per_s");
+  EXPECT_EQ(csv3[3],
+            "all-l0.1,done,0.1,2/4/3,9,900,29.00,26.00,done,49.00,-1.00,all-l0,-1.50,18.0");
+  EXPECT_NE(io::read_file(out / "results.md")
+                .find("BLEU: dev BLEU (decode.* settings of each checkpoint). Heads kept:"),
+            std::string::npos);
+  // The older single-split field still works.
+  o.splits.clear();
+  o.split = "dev";
+  EXPECT_EQ(sweep::write_report(o).rows[2].bleu, r3.rows[2].bleu);
+  EXPECT_EQ(io::read_lines(out / "results.csv"), csv3);
+  // One split with two references: its all-refs columns.
+  o.split.clear();
+  o.splits = {"test"};
+  sweep::write_report(o);
+  EXPECT_EQ(io::read_lines(out / "results.csv")[3],
+            "all-l0.1,done,0.1,2/4/3,9,900,27.25,24.50,done,47.25,-0.75,all-l0,-1.25,20.0,27.25,"
+            "34.00,54.00,24.50,31.00");
+
+  // Bad splits: the option and the value named.
+  o.splits = {"dev", "valid"};
+  EXPECT_NE(error_of([&] { sweep::write_report(o); })
+                .find("--split: expected dev, test or both comma-separated (dev,test), got "
+                      "'valid' in 'dev,valid'"),
+            std::string::npos);
+  o.splits = {"test", "dev", "test"};
+  EXPECT_NE(error_of([&] {
+              sweep::write_report(o);
+            }).find("--split: 'test' is listed twice in 'test,dev,test'"),
+            std::string::npos);
+}
+
 // End to end: a tiny baseline, a prune sweep of two lambdas with from-scratch retraining, and the
 // report over it.
 TEST(Sweep, PruneSweepWithRetrainingAndReport) {
@@ -722,13 +903,23 @@ retrain:
   const auto arch = nlohmann::json::parse(io::read_file(
       o.out / "lambda-100.0" / "scratch" / "checkpoints" / "last" / "architecture.json"));
   EXPECT_EQ(arch["heads_e_d_de"], "0/0/0");
-  // Evaluating on a split goes through `headcount eval` and is cached in the run folders.
-  ro.split = "dev";
+  // Evaluating on a split goes through `headcount eval` and is cached in the run folders; with
+  // two splits the last one (test) is the primary, the tiny corpus has one test reference.
+  ro.splits = {"dev", "test"};
   const auto rep2 = sweep::write_report(ro);
   EXPECT_TRUE(fs::exists(o.out / "lambda-0.0" / "eval-dev.json"));
+  EXPECT_TRUE(fs::exists(o.out / "lambda-0.0" / "eval-test.json"));
   EXPECT_TRUE(rep2.rows[1].sentences_per_s.has_value());
   EXPECT_TRUE(rep2.rows[2].bleu_scratch.has_value());
-  // With --analysis: the kept heads by function and L0 against importance pruning, per run.
+  ASSERT_EQ(rep2.rows[2].scores.size(), 2u);
+  EXPECT_EQ(rep2.rows[2].bleu, rep2.rows[2].scores.at("test").bleu);
+  EXPECT_EQ(rep2.rows[2].bleu_scratch, rep2.rows[2].scratch_scores.at("test").bleu);
+  EXPECT_FALSE(rep2.rows[2].scores.at("test").bleu_all_refs.has_value());
+  const auto header = io::read_lines(o.out / "results.csv").at(0);
+  EXPECT_EQ(header.substr(header.find(",sentences_per_s")),
+            ",sentences_per_s,bleu_dev,bleu_test,bleu_scratch_dev,bleu_scratch_test");
+  // With --analysis: the kept heads by function and L0 against importance pruning, per run (on
+  // the first split listed: dev, cached in RUN/analysis).
   ro.analysis_sentences = 8;
   const auto rep3 = sweep::write_report(ro);
   const auto rows = io::read_lines(o.out / "results_analysis.csv");

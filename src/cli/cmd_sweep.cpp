@@ -9,6 +9,7 @@
 #include "commands.h"
 #include "headcount/common/check.h"
 #include "headcount/common/log.h"
+#include "headcount/common/text.h"
 #include "headcount/sweep/report.h"
 #include "headcount/sweep/sweep.h"
 
@@ -131,13 +132,15 @@ void add_report_command(CLI::App& app) {
       "zero-pruning control");
   cmd->add_option("dir", a->dir, "Sweep folder (the --out of `headcount sweep`)")->required();
   cmd->add_option("--split", a->split,
-                  "Evaluate every checkpoint on dev or test with its decode settings (cached); "
-                  "default: the dev BLEU the runs logged")
-      ->check(CLI::IsMember({"dev", "test"}));
+                  "Evaluate every checkpoint on dev, test or both (dev,test) with its decode "
+                  "settings (cached): BLEU against each reference set of the split; the last "
+                  "split listed is the one of the change columns and the plot; default: the dev "
+                  "BLEU the runs logged");
   cmd->add_flag("--no-plots", a->no_plots, "Skip the gnuplot figures");
   cmd->add_option("--analysis", a->analysis,
-                  "Also analyse each finished prune run on N sentences: functions of the kept "
-                  "heads, L0 against importance pruning (cached in RUN/analysis)")
+                  "Also analyse each finished prune run on N sentences of the first --split "
+                  "listed (dev by default): functions of the kept heads, L0 against importance "
+                  "pruning (cached in RUN/analysis, RUN/analysis-test for test)")
       ->check(CLI::Range(0, 1000000));
   cmd->add_option("--conllu", a->conllu,
                   "With --analysis: dependency parses (CoNLL-U) of the split's source sentences, "
@@ -147,7 +150,8 @@ void add_report_command(CLI::App& app) {
     sweep::ReportOptions o;
     o.dir = a->dir;
     o.executable = self_executable();
-    o.split = a->split;
+    if (!a->split.empty())
+      for (const auto& s : text::split(a->split, ',')) o.splits.push_back(text::trim(s));
     o.plots = !a->no_plots;
     o.analysis_sentences = a->analysis;
     o.conllu = a->conllu;

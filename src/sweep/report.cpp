@@ -86,36 +86,71 @@ TrainedScore trained_score(const fs::path& run) {
   return s;
 }
 
-struct SplitScore {
-  double bleu = 0, chrf = 0, sentences_per_s = 0;
-};
-
-// Evaluates `checkpoint` on a split through `headcount eval`, cached in run/eval-SPLIT.json.
-std::optional<SplitScore> split_score(const ReportOptions& o, const fs::path& checkpoint,
-                                      const fs::path& run) {
+// Evaluates `checkpoint` on `split` through `headcount eval`, cached in run/eval-SPLIT.json (fresh
+// when it names this checkpoint and is newer than its model.pt).
+std::optional<SplitScores> split_score(const ReportOptions& o, const std::string& split,
+                                       const fs::path& checkpoint, const fs::path& run) {
   std::error_code ec;
   if (!fs::exists(checkpoint / "model.pt", ec)) return std::nullopt;
-  const fs::path cache = run / fmt::format("eval-{}.json", o.split);
+  const fs::path cache = run / fmt::format("eval-{}.json", split);
+  const fs::path log_file = run / fmt::format("eval-{}.log", split);
   auto cached = read_json(cache);
   const bool fresh = cached && cached->value("checkpoint", "") == checkpoint.string() &&
                      fs::last_write_time(cache, ec) >= fs::last_write_time(checkpoint / "model.pt");
   if (!fresh) {
-    log::info("report: evaluating {} on {}", checkpoint.string(), o.split);
+    log::info("report: evaluating {} on {}", checkpoint.string(), split);
     const int code = run_command(
         o.executable,
-        {"eval", "--checkpoint", checkpoint.string(), "--split", o.split, "--out", cache.string()},
-        run / fmt::format("eval-{}.log", o.split));
+        {"eval", "--checkpoint", checkpoint.string(), "--split", split, "--out", cache.string()},
+        log_file);
     if (code != 0) {
       log::warn("report: evaluating {} failed (exit {}); see {}", checkpoint.string(), code,
-                (run / fmt::format("eval-{}.log", o.split)).string());
+                log_file.string());
       return std::nullopt;
     }
     cached = read_json(cache);
     if (!cached) return std::nullopt;
   }
-  const auto& r = (*cached)["scores"]["ref1"];
-  return SplitScore{r["bleu"].get<double>(), r["chrf"].get<double>(),
-                    cached->value("sentences_per_s", 0.0)};
+  const json scores = cached->value("scores", json::object());
+  auto score = [&](const char* ref, const char* metric) {
+    return scores.contains(ref) && scores[ref].contains(metric) && scores[ref][metric].is_number()
+               ? std::optional<double>(scores[ref][metric].get<double>())
+               : std::nullopt;
+  };
+  SplitScores s{score("ref1", "bleu"), score("all_refs", "bleu"), score("ref1", "chrf"),
+                score("all_refs", "chrf"), cached->value("sentences_per_s", 0.0)};
+  if (!s.bleu) {
+    log::warn("report: {} has no scores.ref1.bleu", cache.string());
+    return std::nullopt;
+  }
+  return s;
+}
+
+// split_score on every split listed; the splits whose evaluation is missing are left out.
+std::map<std::string, SplitScores> split_scores(const ReportOptions& o,
+                                                const std::vector<std::string>& splits,
+                                                const fs::path& checkpoint, const fs::path& run) {
+  std::map<std::string, SplitScores> out;
+  for (const auto& split : splits)
+    if (auto s = split_score(o, split, checkpoint, run)) out[split] = *s;
+  return out;
+}
+
+// The splits to evaluate, checked: dev and test, each once.
+std::vector<std::string> requested_splits(const ReportOptions& o) {
+  HC_CHECK(o.split.empty() || o.splits.empty() || (o.splits.size() == 1 && o.splits[0] == o.split),
+           "report: give the split in splits or in split, not both ('{}' and '{}')", o.split,
+           fmt::join(o.splits, ","));
+  std::vector<std::string> out = o.splits;
+  if (out.empty() && !o.split.empty()) out = {o.split};
+  for (size_t i = 0; i < out.size(); ++i) {
+    HC_CHECK(out[i] == "dev" || out[i] == "test",
+             "--split: expected dev, test or both comma-separated (dev,test), got '{}' in '{}'",
+             out[i], fmt::join(out, ","));
+    HC_CHECK(std::count(out.begin(), out.end(), out[i]) == 1,
+             "--split: '{}' is listed twice in '{}'", out[i], fmt::join(out, ","));
+  }
+  return out;
 }
 
 std::string num(const std::optional<double>& v, int digits = 2) {
@@ -243,7 +278,8 @@ std::string csv_field(const std::string& s) {
 
 // Functions of the kept heads and L0 against importance pruning, for each finished prune run.
 std::string analysis_section(const ReportOptions& o, const Report& r) {
-  const std::string split = o.split.empty() ? "dev" : o.split;
+  // The first split listed (dev BLEU as logged: dev).
+  const std::string split = r.splits.empty() ? "dev" : r.splits.front();
   const std::string n = std::to_string(o.analysis_sentences);
   std::string csv =
       "run,heads_kept,kept_positional,kept_syntactic,kept_rare_token,kept_none,"
@@ -357,13 +393,21 @@ Report write_report(const ReportOptions& o) {
   const auto manifest = read_json(o.dir / "sweep.json");
   HC_CHECK(manifest, "{} is not a sweep folder: no sweep.json (run `headcount sweep` first)",
            o.dir.string());
-  HC_CHECK(o.split.empty() || o.split == "dev" || o.split == "test",
-           "--split: expected dev or test, got '{}'", o.split);
   Report r;
+  r.splits = requested_splits(o);
+  const std::string primary = r.splits.empty() ? "" : r.splits.back();
   for (const auto& a : (*manifest)["axes"]) r.axes.push_back(a.get<std::string>());
-  r.bleu_label = o.split.empty()
-                     ? "dev BLEU (as logged by the runs)"
-                     : fmt::format("{} BLEU (decode.* settings of each checkpoint)", o.split);
+  // The primary figures of a row: its scores on the last split listed.
+  auto take_primary = [&](ReportRow& row) {
+    if (primary.empty()) return;
+    if (const auto it = row.scores.find(primary); it != row.scores.end()) {
+      row.bleu = it->second.bleu;
+      row.chrf = it->second.chrf;
+      row.sentences_per_s = it->second.sentences_per_s;
+    }
+    if (const auto it = row.scratch_scores.find(primary); it != row.scratch_scores.end())
+      row.bleu_scratch = it->second.bleu;
+  };
 
   // The baseline.
   std::optional<double> base_bleu;
@@ -377,13 +421,12 @@ Report write_report(const ReportOptions& o) {
     fs::path ckpt = run / "checkpoints" / "best";
     if (!fs::exists(ckpt)) ckpt = run;  // the baseline given as a checkpoint folder
     if (const auto a = read_json(ckpt / "architecture.json")) b.heads = heads_of(*a);
-    if (o.split.empty()) {
+    if (r.splits.empty()) {
       b.bleu = s.bleu;
       b.chrf = s.chrf;
-    } else if (const auto sc = split_score(o, ckpt, run)) {
-      b.bleu = sc->bleu;
-      b.chrf = sc->chrf;
-      b.sentences_per_s = sc->sentences_per_s;
+    } else {
+      b.scores = split_scores(o, r.splits, ckpt, run);
+      take_primary(b);
     }
     base_bleu = b.bleu;
     r.rows.push_back(b);
@@ -403,25 +446,21 @@ Report write_report(const ReportOptions& o) {
       if (!r.rows.empty() && r.rows[0].name == "baseline" && !r.rows[0].parameters &&
           pr->contains("parameters_before"))
         r.rows[0].parameters = (*pr)["parameters_before"].get<int64_t>();
-      if (o.split.empty()) {
+      if (r.splits.empty()) {
         row.bleu = pr->value("dev_bleu_end", 0.0);
         for (const auto& e : read_events(run / "metrics.jsonl"))
           if (e.value("event", "") == "final" && e.contains("dev_chrf"))
             row.chrf = e["dev_chrf"].get<double>();
-      } else if (const auto sc = split_score(o, run / "pruned", run)) {
-        row.bleu = sc->bleu;
-        row.chrf = sc->chrf;
-        row.sentences_per_s = sc->sentences_per_s;
+      } else {
+        row.scores = split_scores(o, r.splits, run / "pruned", run);
       }
     } else if (manifest->value("command", "") == "train") {
       const auto s = trained_score(run);
-      if (o.split.empty()) {
+      if (r.splits.empty()) {
         row.bleu = s.bleu;
         row.chrf = s.chrf;
-      } else if (const auto sc = split_score(o, run / "checkpoints" / "best", run)) {
-        row.bleu = sc->bleu;
-        row.chrf = sc->chrf;
-        row.sentences_per_s = sc->sentences_per_s;
+      } else {
+        row.scores = split_scores(o, r.splits, run / "checkpoints" / "best", run);
       }
       if (const auto a = read_json(run / "checkpoints" / "best" / "architecture.json"))
         row.heads = heads_of(*a);
@@ -431,13 +470,13 @@ Report write_report(const ReportOptions& o) {
     } else if (retrain) {
       const fs::path scratch = run / "scratch";
       row.scratch_state = state_name(run_state(scratch));
-      if (o.split.empty()) {
+      if (r.splits.empty()) {
         row.bleu_scratch = trained_score(scratch).bleu;
       } else if (run_state(scratch) == RunState::kDone) {
-        if (const auto sc = split_score(o, scratch / "checkpoints" / "best", scratch))
-          row.bleu_scratch = sc->bleu;
+        row.scratch_scores = split_scores(o, r.splits, scratch / "checkpoints" / "best", scratch);
       }
     }
+    take_primary(row);
     if (row.bleu && base_bleu) row.delta = *row.bleu - *base_bleu;
     r.rows.push_back(row);
   }
@@ -448,6 +487,28 @@ Report write_report(const ReportOptions& o) {
       if (c.name == row.control && c.name != "baseline" && c.bleu)
         row.delta_control = *row.bleu - *c.bleu;
   }
+  // The splits with several references (an all_refs score in any row's evaluation): their BLEU
+  // against all references gets columns of its own. With several splits or such a split, the
+  // table has a BLEU column per split (and reference set).
+  std::map<std::string, bool> several_refs;
+  for (const auto& row : r.rows)
+    for (const auto* m : {&row.scores, &row.scratch_scores})
+      for (const auto& [split, sc] : *m)
+        if (sc.bleu_all_refs) several_refs[split] = true;
+  const bool per_split = r.splits.size() > 1 || !several_refs.empty();
+  if (r.splits.empty())
+    r.bleu_label = "dev BLEU (as logged by the runs)";
+  else if (!per_split)
+    r.bleu_label = fmt::format("{} BLEU (decode.* settings of each checkpoint)", primary);
+  else
+    r.bleu_label = fmt::format(
+        "{} BLEU against the first reference (decode.* settings of each checkpoint)", primary);
+  auto split_score_of = [](const std::map<std::string, SplitScores>& m, const std::string& split,
+                           bool all_refs) -> std::optional<double> {
+    const auto it = m.find(split);
+    if (it == m.end()) return std::nullopt;
+    return all_refs ? it->second.bleu_all_refs : it->second.bleu;
+  };
 
   // results.csv
   std::vector<std::string> header = {"run", "state"};
@@ -456,19 +517,53 @@ Report write_report(const ReportOptions& o) {
        {"heads_e_d_de", "heads_total", "parameters", "bleu", "bleu_scratch", "scratch_state",
         "chrf", "bleu_change", "control", "bleu_change_control", "sentences_per_s"})
     header.push_back(h);
+  // Per split, appended so that readers of the columns above keep working.
+  if (per_split) {
+    for (const auto& s : r.splits) {
+      header.push_back("bleu_" + s);
+      if (several_refs.count(s)) header.push_back("bleu_" + s + "_all_refs");
+    }
+    if (several_refs.count(primary)) header.push_back("chrf_" + primary + "_all_refs");
+    for (const auto& s : r.splits) {
+      header.push_back("bleu_scratch_" + s);
+      if (several_refs.count(s)) header.push_back("bleu_scratch_" + s + "_all_refs");
+    }
+  }
   std::string csv = fmt::format("{}\n", fmt::join(header, ","));
   std::string md;
-  md += fmt::format(
-      "BLEU: {}. Heads kept: encoder / decoder / decoder-encoder self- and "
+  if (per_split) {
+    std::vector<std::string> names;
+    for (const auto& s : r.splits) names.push_back(s + " BLEU");
+    md += fmt::format(
+        "BLEU: {}, the last split listed; the change columns (vs baseline, vs control), chrF, "
+        "sent/s and the plot are on it. {}: against the split's first reference; all refs: "
+        "against all its references together. ",
+        r.bleu_label, fmt::join(names, ", "));
+  } else {
+    md += fmt::format("BLEU: {}. ", r.bleu_label);
+  }
+  md +=
+      "Heads kept: encoder / decoder / decoder-encoder self- and "
       "cross-attention (e/d/d-e). From scratch: the pruned architecture trained "
       "from a random initialisation. vs control: BLEU minus that of the zero-pruning control of "
-      "the run's setting (the baseline fine-tuned for the same steps with prune.lambda 0).\n\n",
-      r.bleu_label);
+      "the run's setting (the baseline fine-tuned for the same steps with prune.lambda 0).\n\n";
   std::vector<std::string> mdh = {"run"};
   for (const auto& a : r.axes) mdh.push_back(a);
-  for (const char* h : {"heads e/d/d-e", "total", "parameters", "BLEU", "from scratch", "chrF",
-                        "vs baseline", "vs control", "sent/s"})
-    mdh.push_back(h);
+  for (const char* h : {"heads e/d/d-e", "total", "parameters"}) mdh.push_back(h);
+  if (per_split) {
+    for (const auto& s : r.splits) {
+      mdh.push_back(s + " BLEU");
+      if (several_refs.count(s)) mdh.push_back(s + " BLEU all refs");
+    }
+    for (const auto& s : r.splits) {
+      mdh.push_back(s + " from scratch");
+      if (several_refs.count(s)) mdh.push_back(s + " from scratch all refs");
+    }
+  } else {
+    mdh.push_back("BLEU");
+    mdh.push_back("from scratch");
+  }
+  for (const char* h : {"chrF", "vs baseline", "vs control", "sent/s"}) mdh.push_back(h);
   md += fmt::format("| {} |\n", fmt::join(mdh, " | "));
   std::vector<std::string> align(mdh.size(), "---:");
   align[0] = "---";
@@ -495,6 +590,20 @@ Report write_report(const ReportOptions& o) {
           num(row.chrf), num(row.delta), row.is_control ? std::string("self") : row.control,
           num(row.delta_control), num(row.sentences_per_s, 1)})
       c.push_back(s);
+    if (per_split) {
+      for (const auto& s : r.splits) {
+        c.push_back(num(split_score_of(row.scores, s, false)));
+        if (several_refs.count(s)) c.push_back(num(split_score_of(row.scores, s, true)));
+      }
+      if (several_refs.count(primary)) {
+        const auto it = row.scores.find(primary);
+        c.push_back(it == row.scores.end() ? "" : num(it->second.chrf_all_refs));
+      }
+      for (const auto& s : r.splits) {
+        c.push_back(num(split_score_of(row.scratch_scores, s, false)));
+        if (several_refs.count(s)) c.push_back(num(split_score_of(row.scratch_scores, s, true)));
+      }
+    }
     std::vector<std::string> cq;
     for (const auto& s : c) cq.push_back(csv_field(s));
     csv += fmt::format("{}\n", fmt::join(cq, ","));
@@ -513,10 +622,29 @@ Report write_report(const ReportOptions& o) {
     m.push_back(missing(heads, pending ? row.state : ""));
     m.push_back(missing(total_s, pending ? row.state : ""));
     m.push_back(missing(params, pending ? row.state : ""));
-    m.push_back(missing(num(row.bleu), pending ? row.state : ""));
-    std::string scratch = num(row.bleu_scratch);
-    if (!scratch.empty() && row.scratch_state != "done") scratch += " (" + row.scratch_state + ")";
-    m.push_back(retrain || !row.scratch_state.empty() ? missing(scratch, row.scratch_state) : "-");
+    auto bleu_cell = [&](const std::optional<double>& v) {
+      return missing(num(v), pending ? row.state : "");
+    };
+    auto scratch_cell = [&](const std::optional<double>& v) {
+      std::string scratch = num(v);
+      if (!scratch.empty() && row.scratch_state != "done")
+        scratch += " (" + row.scratch_state + ")";
+      return retrain || !row.scratch_state.empty() ? missing(scratch, row.scratch_state) : "-";
+    };
+    if (per_split) {
+      for (const auto& s : r.splits) {
+        m.push_back(bleu_cell(split_score_of(row.scores, s, false)));
+        if (several_refs.count(s)) m.push_back(bleu_cell(split_score_of(row.scores, s, true)));
+      }
+      for (const auto& s : r.splits) {
+        m.push_back(scratch_cell(split_score_of(row.scratch_scores, s, false)));
+        if (several_refs.count(s))
+          m.push_back(scratch_cell(split_score_of(row.scratch_scores, s, true)));
+      }
+    } else {
+      m.push_back(bleu_cell(row.bleu));
+      m.push_back(scratch_cell(row.bleu_scratch));
+    }
     m.push_back(missing(num(row.chrf), pending ? row.state : ""));
     m.push_back(row.delta ? fmt::format("{:+.2f}", *row.delta) : "-");
     m.push_back(row.delta_control ? fmt::format("{:+.2f}", *row.delta_control) : "-");

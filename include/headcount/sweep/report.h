@@ -5,6 +5,7 @@
 #pragma once
 
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -16,9 +17,12 @@ namespace fs = std::filesystem;
 struct ReportOptions {
   fs::path dir;         // the sweep's --out folder (holds sweep.json)
   fs::path executable;  // headcount, for --split evaluations
-  // "" : dev BLEU as the runs logged it (eval subset and beam of their configs);
-  // "dev" / "test": evaluate every checkpoint on that split with its decode.* settings (cached
-  // in the run folder as eval-SPLIT.json).
+  // Empty: dev BLEU as the runs logged it (eval subset and beam of their configs);
+  // {"dev"}, {"test"}, {"dev", "test"}, ...: evaluate every checkpoint on each split with its
+  // decode.* settings (cached in the run folder as eval-SPLIT.json). The LAST split listed is the
+  // primary one (ReportRow::bleu, the change columns and the plot); the analysis uses the first.
+  std::vector<std::string> splits;
+  // One split, as splits = {split} (older callers); give one of split and splits.
   std::string split;
   bool plots = true;
   // > 0: also analyse every finished prune run on this many sentences of the split (`headcount
@@ -30,6 +34,12 @@ struct ReportOptions {
   fs::path conllu;
 };
 
+// One checkpoint's scores on one split (`headcount eval`): against the split's first reference and,
+// when the split has several, against all of them together.
+struct SplitScores {
+  std::optional<double> bleu, bleu_all_refs, chrf, chrf_all_refs, sentences_per_s;
+};
+
 struct ReportRow {
   std::string name;  // "baseline" or the run's name
   std::string state;
@@ -38,15 +48,20 @@ struct ReportRow {
   std::vector<std::pair<std::string, std::string>> values;
   std::optional<std::vector<int64_t>> heads;  // kept per type: enc_self, dec_self, enc_dec
   std::optional<int64_t> parameters;
+  // The primary figures: the logged dev BLEU, or the last split's (first reference).
   std::optional<double> bleu, bleu_scratch, chrf, delta, sentences_per_s;
   std::optional<double> delta_control;  // BLEU minus its control's BLEU
   std::string scratch_state;
+  // Per split evaluated (ReportOptions::splits): the run's checkpoint and its from-scratch
+  // retraining.
+  std::map<std::string, SplitScores> scores, scratch_scores;
 };
 
 struct Report {
   std::vector<std::string> axes;
-  std::vector<ReportRow> rows;  // the baseline first when the sweep names one
-  std::string bleu_label;       // what the BLEU column is
+  std::vector<ReportRow> rows;      // the baseline first when the sweep names one
+  std::vector<std::string> splits;  // evaluated, in the order listed (empty: logged dev BLEU)
+  std::string bleu_label;           // what the BLEU column is
   std::string markdown;
   std::string analysis_markdown;  // with analysis_sentences > 0
   std::vector<fs::path> plots;
