@@ -9,6 +9,7 @@
 #include "headcount/common/check.h"
 #include "headcount/common/config.h"
 #include "headcount/common/precision.h"
+#include "headcount/common/runtime.h"
 #include "headcount/model/transformer.h"
 #include "headcount/prune/head_gates.h"
 #include "headcount/train/loss.h"
@@ -240,6 +241,22 @@ TEST(Precision, ARunRefusesAnImpossibleDecodePrecisionBeforeItsFirstStep) {
   const std::string e = error_of([&] { train::train_command(c, o); });
   EXPECT_NE(e.find("decode.precision: bf16 needs native bf16 arithmetic"), std::string::npos) << e;
   EXPECT_FALSE(fs::exists(dir / "run" / "checkpoints" / "last"));
+}
+
+TEST(Precision, AutoThreadsFollowThePrecisionAndTheProcessesShare) {
+  ThreadsConfig t;
+  t.intra_op = -1;
+  t.blas = 0;
+  EXPECT_EQ(runtime::intra_op_threads(t, false), 1);  // fp32: OpenBLAS has the threads
+  EXPECT_EQ(runtime::intra_op_threads(t, true), runtime::num_cores());
+  t.blas = 3;  // a sweep worker's share of the cores
+  EXPECT_EQ(runtime::intra_op_threads(t, false), 1);
+  EXPECT_EQ(runtime::intra_op_threads(t, true), 3);
+  t.intra_op = 0;
+  EXPECT_EQ(runtime::intra_op_threads(t, true), runtime::num_cores());
+  t.intra_op = 5;  // given: kept whatever the precision
+  EXPECT_EQ(runtime::intra_op_threads(t, false), 5);
+  EXPECT_EQ(runtime::intra_op_threads(t, true), 5);
 }
 
 TEST(Precision, ConfigKeysAndTheReplacedBf16Key) {

@@ -78,7 +78,7 @@ runs:
       "--set", "train.max_steps=5",
       "--set", "seed=1",
       "--set", "prune.attention=[enc_self, enc_dec]",
-      "--set", "threads.intra_op=1",
+      "--set", "threads.intra_op=-1",
       "--set", "threads.blas=1",
       "--out", (dir / "out" / "seed-1_attention-enc_self+enc_dec").string()};
   EXPECT_EQ(job.args, want);

@@ -401,7 +401,7 @@ void run_compare(const AnalyzeArgs& a, const std::string& run_dir, bool finetune
                                   "--init-from", michel_ckpt.string(),
                                   "--out",       michel_run.string()};
     if (finetune_threads > 0)
-      args.insert(args.end(), {"--set", "threads.intra_op=1", "--set",
+      args.insert(args.end(), {"--set", "threads.intra_op=-1", "--set",
                                fmt::format("threads.blas={}", finetune_threads)});
     const int rc = sweep::run_command(self_executable(), args, out / "michel-finetune.log");
     HC_CHECK(rc == 0, "the fine-tuning of {} failed (exit {}); see {}", michel_ckpt.string(), rc,

@@ -198,9 +198,11 @@ const std::vector<Field>& schema() {
                  "random seed for everything a run draws (data order, init, dropout, gates)"),
       field<std::string>("device", "string", HC_ACCESS(device), device_name(),
                          "auto (CUDA when present, else CPU), cpu, cuda or cuda:N"),
-      field<int>("threads.intra_op", "int", HC_ACCESS(threads.intra_op), range(-1, 1024),
-                 "LibTorch intra-op threads; 0 = one per core; -1 = auto (one with fp32 matrix "
-                 "products, whose OpenBLAS has its own threads; one per core with bf16)"),
+      field<int>(
+          "threads.intra_op", "int", HC_ACCESS(threads.intra_op), range(-1, 1024),
+          "LibTorch intra-op threads; 0 = one per core; -1 = auto (one with fp32 matrix "
+          "products, whose OpenBLAS has its own threads; threads.blas, or one per core, with "
+          "bf16)"),
       field<int>("threads.inter_op", "int", HC_ACCESS(threads.inter_op), range(1, 1024),
                  "LibTorch inter-op threads"),
       field<int>("threads.blas", "int", HC_ACCESS(threads.blas), range(0, 1024),

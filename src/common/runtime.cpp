@@ -98,7 +98,10 @@ BlasInfo probe_blas() {
 
 int intra_op_threads(const ThreadsConfig& threads, bool bf16) {
   if (threads.intra_op > 0) return threads.intra_op;
-  if (threads.intra_op == 0 || bf16) return num_cores();
+  if (threads.intra_op == 0) return num_cores();
+  // bf16 products run in oneDNN on LibTorch's threads: as many as the BLAS budget (a sweep or
+  // launch gives each process its share of the cores there), else one per core.
+  if (bf16) return threads.blas > 0 ? threads.blas : num_cores();
   return 1;
 }
 

@@ -132,7 +132,8 @@ void add_threads(std::vector<std::string>& args, const Assignments& a, const Ass
   for (const auto* list : {&a, &b})
     for (const auto& [k, v] : *list)
       if (k.rfind("threads.", 0) == 0) return;  // the sweep decides the threads itself
-  args.insert(args.end(), {"--set", "threads.intra_op=1", "--set",
+  // Auto LibTorch threads: one beside OpenBLAS's in fp32, the process's share in bf16.
+  args.insert(args.end(), {"--set", "threads.intra_op=-1", "--set",
                            fmt::format("threads.blas={}", threads_blas)});
 }
 
