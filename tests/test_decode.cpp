@@ -8,6 +8,7 @@
 #include "headcount/data/vocab.h"
 #include "headcount/decode/search.h"
 #include "headcount/model/transformer.h"
+#include "tiny_corpus.h"
 
 namespace headcount {
 namespace {
@@ -110,13 +111,7 @@ TEST(Search, GnmtLengthPenaltyChangesTheWinner) {
 
 TEST(Search, BeamOneEqualsGreedyOnATransformerBatch) {
   torch::manual_seed(5);
-  ModelConfig c;
-  c.d_model = 32;
-  c.ffn_dim = 64;
-  c.encoder_layers = 2;
-  c.decoder_layers = 2;
-  c.heads = 4;
-  c.dropout = 0.0;
+  const ModelConfig c = small_model_config();
   model::Transformer m(c, model::Architecture::uniform(c), 30, 30);
   m->eval();
   torch::NoGradGuard g;

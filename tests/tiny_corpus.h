@@ -34,7 +34,6 @@ inline std::pair<std::vector<std::string>, std::vector<std::string>> number_pair
   return {es, en};
 }
 
-// Writes the corpus into `dir` and returns a config for it.
 // A small model with every attention type and several heads: 2+2 layers of 4 heads, d=32,
 // FFN 64, no dropout.
 inline ModelConfig small_model_config() {
@@ -48,6 +47,7 @@ inline ModelConfig small_model_config() {
   return c;
 }
 
+// Writes the corpus into `dir` and returns a config for it.
 inline Config tiny_run_config(const testing::TempDir& dir, int train_pairs) {
   auto [es, en] = number_pairs(train_pairs, 0);
   auto [des, den] = number_pairs(8, 0);  // dev: sentences seen in training

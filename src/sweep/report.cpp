@@ -9,6 +9,7 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 
 #include "headcount/common/check.h"
@@ -138,11 +139,7 @@ std::map<std::string, SplitScores> split_scores(const ReportOptions& o,
 
 // The splits to evaluate, checked: dev and test, each once.
 std::vector<std::string> requested_splits(const ReportOptions& o) {
-  HC_CHECK(o.split.empty() || o.splits.empty() || (o.splits.size() == 1 && o.splits[0] == o.split),
-           "report: give the split in splits or in split, not both ('{}' and '{}')", o.split,
-           fmt::join(o.splits, ","));
-  std::vector<std::string> out = o.splits;
-  if (out.empty() && !o.split.empty()) out = {o.split};
+  const std::vector<std::string>& out = o.splits;
   for (size_t i = 0; i < out.size(); ++i) {
     HC_CHECK(out[i] == "dev" || out[i] == "test",
              "--split: expected dev, test or both comma-separated (dev,test), got '{}' in '{}'",
@@ -490,11 +487,11 @@ Report write_report(const ReportOptions& o) {
   // The splits with several references (an all_refs score in any row's evaluation): their BLEU
   // against all references gets columns of its own. With several splits or such a split, the
   // table has a BLEU column per split (and reference set).
-  std::map<std::string, bool> several_refs;
+  std::set<std::string> several_refs;
   for (const auto& row : r.rows)
     for (const auto* m : {&row.scores, &row.scratch_scores})
       for (const auto& [split, sc] : *m)
-        if (sc.bleu_all_refs) several_refs[split] = true;
+        if (sc.bleu_all_refs) several_refs.insert(split);
   const bool per_split = r.splits.size() > 1 || !several_refs.empty();
   if (r.splits.empty())
     r.bleu_label = "dev BLEU (as logged by the runs)";
@@ -503,12 +500,37 @@ Report write_report(const ReportOptions& o) {
   else
     r.bleu_label = fmt::format(
         "{} BLEU against the first reference (decode.* settings of each checkpoint)", primary);
-  auto split_score_of = [](const std::map<std::string, SplitScores>& m, const std::string& split,
-                           bool all_refs) -> std::optional<double> {
-    const auto it = m.find(split);
-    if (it == m.end()) return std::nullopt;
-    return all_refs ? it->second.bleu_all_refs : it->second.bleu;
+  // The per-split BLEU columns of the trained runs and of their retrainings from scratch: each
+  // split's, and a split with several references also against all of them.
+  struct SplitColumn {
+    std::string split;
+    bool scratch, all_refs;
+    std::string csv() const {
+      return fmt::format("bleu_{}{}{}", scratch ? "scratch_" : "", split,
+                         all_refs ? "_all_refs" : "");
+    }
+    std::string md() const {
+      return fmt::format("{} {}{}", split, scratch ? "from scratch" : "BLEU",
+                         all_refs ? " all refs" : "");
+    }
+    std::optional<double> of(const ReportRow& row) const {
+      const auto& m = scratch ? row.scratch_scores : row.scores;
+      const auto it = m.find(split);
+      if (it == m.end()) return std::nullopt;
+      return all_refs ? it->second.bleu_all_refs : it->second.bleu;
+    }
   };
+  std::vector<SplitColumn> trained_columns, scratch_columns;
+  if (per_split) {
+    for (const auto& s : r.splits)
+      for (bool all_refs : {false, true}) {
+        if (all_refs && !several_refs.count(s)) continue;
+        trained_columns.push_back({s, false, all_refs});
+        scratch_columns.push_back({s, true, all_refs});
+      }
+  }
+  // chrF against all references of the primary split (csv only).
+  const bool chrf_all_refs_column = per_split && several_refs.count(primary) > 0;
 
   // results.csv
   std::vector<std::string> header = {"run", "state"};
@@ -518,17 +540,9 @@ Report write_report(const ReportOptions& o) {
         "chrf", "bleu_change", "control", "bleu_change_control", "sentences_per_s"})
     header.push_back(h);
   // Per split, appended so that readers of the columns above keep working.
-  if (per_split) {
-    for (const auto& s : r.splits) {
-      header.push_back("bleu_" + s);
-      if (several_refs.count(s)) header.push_back("bleu_" + s + "_all_refs");
-    }
-    if (several_refs.count(primary)) header.push_back("chrf_" + primary + "_all_refs");
-    for (const auto& s : r.splits) {
-      header.push_back("bleu_scratch_" + s);
-      if (several_refs.count(s)) header.push_back("bleu_scratch_" + s + "_all_refs");
-    }
-  }
+  for (const auto& col : trained_columns) header.push_back(col.csv());
+  if (chrf_all_refs_column) header.push_back("chrf_" + primary + "_all_refs");
+  for (const auto& col : scratch_columns) header.push_back(col.csv());
   std::string csv = fmt::format("{}\n", fmt::join(header, ","));
   std::string md;
   if (per_split) {
@@ -551,14 +565,8 @@ Report write_report(const ReportOptions& o) {
   for (const auto& a : r.axes) mdh.push_back(a);
   for (const char* h : {"heads e/d/d-e", "total", "parameters"}) mdh.push_back(h);
   if (per_split) {
-    for (const auto& s : r.splits) {
-      mdh.push_back(s + " BLEU");
-      if (several_refs.count(s)) mdh.push_back(s + " BLEU all refs");
-    }
-    for (const auto& s : r.splits) {
-      mdh.push_back(s + " from scratch");
-      if (several_refs.count(s)) mdh.push_back(s + " from scratch all refs");
-    }
+    for (const auto* cols : {&trained_columns, &scratch_columns})
+      for (const auto& col : *cols) mdh.push_back(col.md());
   } else {
     mdh.push_back("BLEU");
     mdh.push_back("from scratch");
@@ -590,20 +598,12 @@ Report write_report(const ReportOptions& o) {
           num(row.chrf), num(row.delta), row.is_control ? std::string("self") : row.control,
           num(row.delta_control), num(row.sentences_per_s, 1)})
       c.push_back(s);
-    if (per_split) {
-      for (const auto& s : r.splits) {
-        c.push_back(num(split_score_of(row.scores, s, false)));
-        if (several_refs.count(s)) c.push_back(num(split_score_of(row.scores, s, true)));
-      }
-      if (several_refs.count(primary)) {
-        const auto it = row.scores.find(primary);
-        c.push_back(it == row.scores.end() ? "" : num(it->second.chrf_all_refs));
-      }
-      for (const auto& s : r.splits) {
-        c.push_back(num(split_score_of(row.scratch_scores, s, false)));
-        if (several_refs.count(s)) c.push_back(num(split_score_of(row.scratch_scores, s, true)));
-      }
+    for (const auto& col : trained_columns) c.push_back(num(col.of(row)));
+    if (chrf_all_refs_column) {
+      const auto it = row.scores.find(primary);
+      c.push_back(it == row.scores.end() ? "" : num(it->second.chrf_all_refs));
     }
+    for (const auto& col : scratch_columns) c.push_back(num(col.of(row)));
     std::vector<std::string> cq;
     for (const auto& s : c) cq.push_back(csv_field(s));
     csv += fmt::format("{}\n", fmt::join(cq, ","));
@@ -632,15 +632,8 @@ Report write_report(const ReportOptions& o) {
       return retrain || !row.scratch_state.empty() ? missing(scratch, row.scratch_state) : "-";
     };
     if (per_split) {
-      for (const auto& s : r.splits) {
-        m.push_back(bleu_cell(split_score_of(row.scores, s, false)));
-        if (several_refs.count(s)) m.push_back(bleu_cell(split_score_of(row.scores, s, true)));
-      }
-      for (const auto& s : r.splits) {
-        m.push_back(scratch_cell(split_score_of(row.scratch_scores, s, false)));
-        if (several_refs.count(s))
-          m.push_back(scratch_cell(split_score_of(row.scratch_scores, s, true)));
-      }
+      for (const auto& col : trained_columns) m.push_back(bleu_cell(col.of(row)));
+      for (const auto& col : scratch_columns) m.push_back(scratch_cell(col.of(row)));
     } else {
       m.push_back(bleu_cell(row.bleu));
       m.push_back(scratch_cell(row.bleu_scratch));

@@ -145,9 +145,10 @@ std::optional<std::string> value_of(const SweepPoint& p, const std::string& key)
 }
 
 // Each point's control: the named one, or the one control that agrees with it on every axis but
-// the pruning strength. `explicit_control[i]` holds a run's `control: NAME` and where it is.
+// the pruning strength. A point's `control: NAME` is already in its `control`; `control_nodes[i]`
+// is where it was written (for errors), `nodes[i]` where the point was.
 void resolve_controls(SweepSpec& spec, const std::vector<YAML::Node>& nodes,
-                      const std::vector<std::pair<std::string, YAML::Node>>& explicit_control) {
+                      const std::vector<YAML::Node>& control_nodes) {
   const fs::path& file = spec.file;
   std::map<std::string, size_t> index;
   for (size_t i = 0; i < spec.points.size(); ++i) index[spec.points[i].name] = i;
@@ -156,7 +157,8 @@ void resolve_controls(SweepSpec& spec, const std::vector<YAML::Node>& nodes,
     if (p.is_control) controls.push_back(p.name);
   for (size_t i = 0; i < spec.points.size(); ++i) {
     auto& p = spec.points[i];
-    const auto& [named, node] = explicit_control[i];
+    const std::string& named = p.control;
+    const YAML::Node& node = control_nodes[i];
     if (!named.empty()) {
       HC_CHECK(!p.is_control,
                "{}: run '{}' is a control and names '{}' as its control: a control has no "
@@ -172,7 +174,6 @@ void resolve_controls(SweepSpec& spec, const std::vector<YAML::Node>& nodes,
                "{}: run '{}': control: '{}' is not a control (list it in 'controls' or give it "
                "'control: true')",
                where(file, node), p.name, named);
-      p.control = named;
       continue;
     }
     if (p.is_control) continue;
@@ -271,7 +272,7 @@ SweepSpec load_sweep(const fs::path& file) {
 
   // Points: the grid's combinations, then the explicit runs.
   std::vector<std::pair<SweepPoint, YAML::Node>> points;  // with the node errors point at
-  std::vector<std::pair<std::string, YAML::Node>> explicit_control;  // per point: control: NAME
+  std::vector<YAML::Node> control_nodes;                  // per point: where its `control: NAME` is
   if (const auto grid = root["grid"]) {
     HC_CHECK(grid.IsMap(), "{}: grid: expected a map of config keys to lists of values",
              where(file, grid));
@@ -292,6 +293,7 @@ SweepSpec load_sweep(const fs::path& file) {
       for (size_t a = 0; a < axes.size(); ++a)
         p.values.emplace_back(axes[a].first, axes[a].second[index[a]]);
       points.emplace_back(p, grid);
+      control_nodes.emplace_back();
       size_t a = axes.size();
       while (a > 0 && ++index[a - 1] == axes[a - 1].second.size()) index[--a] = 0;
       if (a == 0) break;
@@ -303,7 +305,7 @@ SweepSpec load_sweep(const fs::path& file) {
     for (const auto& r : runs) {
       HC_CHECK(r.IsMap(), "{}: runs: each run is a map of config keys to values", where(file, r));
       SweepPoint p;
-      std::pair<std::string, YAML::Node> control;  // its `control: NAME`
+      YAML::Node control_node;  // its `control: NAME`
       for (const auto& kv : r) {
         const std::string key = kv.first.Scalar();
         if (key == "name") {
@@ -319,22 +321,22 @@ SweepSpec load_sweep(const fs::path& file) {
                    "control",
                    where(file, kv.second));
           bool is_control = false;
-          if (YAML::convert<bool>::decode(kv.second, is_control))
+          if (YAML::convert<bool>::decode(kv.second, is_control)) {
             p.is_control = is_control;
-          else
-            control = {kv.second.Scalar(), kv.second};
+          } else {
+            p.control = kv.second.Scalar();
+            control_node = kv.second;
+          }
           continue;
         }
         p.values.emplace_back(key, yaml_text(kv.second));
         if (std::find(spec.axes.begin(), spec.axes.end(), key) == spec.axes.end())
           spec.axes.push_back(key);
       }
-      explicit_control.resize(points.size());
       points.emplace_back(p, r);
-      explicit_control.push_back(control);
+      control_nodes.push_back(control_node);
     }
   }
-  explicit_control.resize(points.size());
   HC_CHECK(!points.empty(), "{}: no runs: give a 'grid' or a list of 'runs'", file.string());
 
   std::map<std::string, std::string> seen;  // name -> where
@@ -387,7 +389,7 @@ SweepSpec load_sweep(const fs::path& file) {
       it->is_control = true;
     }
   }
-  resolve_controls(spec, nodes, explicit_control);
+  resolve_controls(spec, nodes, control_nodes);
   for (size_t i = 0; i < spec.points.size(); ++i) {
     const auto& p = spec.points[i];
     if (!p.is_control) continue;

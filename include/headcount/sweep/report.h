@@ -22,8 +22,6 @@ struct ReportOptions {
   // decode.* settings (cached in the run folder as eval-SPLIT.json). The LAST split listed is the
   // primary one (ReportRow::bleu, the change columns and the plot); the analysis uses the first.
   std::vector<std::string> splits;
-  // One split, as splits = {split} (older callers); give one of split and splits.
-  std::string split;
   bool plots = true;
   // > 0: also analyse every finished prune run on this many sentences of the split (`headcount
   // analyze heads` on its pruned checkpoint, `analyze compare` against its init_from; cached in
