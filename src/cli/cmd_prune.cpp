@@ -34,10 +34,10 @@ void add_prune_command(CLI::App& app) {
     o.run_dir = a->out;
     o.init_from = config.prune.init_from;
     setup_distributed(config, o, a->dist_timeout);
-    train::check_run_folder(config, o.run_dir);
+    const auto lock = train::check_run_folder(config, o.run_dir, o.rank);
     std::filesystem::create_directories(o.run_dir);
     prune::PruneTrainer trainer(config, o);
-    trainer.run();
+    if (trainer.run().interrupted) exit_status() = kExitInterrupted;
   });
 }
 

@@ -38,8 +38,7 @@ void add_sweep_command(CLI::App& app) {
   cmd->add_option("sweep", a->file,
                   "Sweep file (YAML): command, configs, set, grid / runs, controls, "
                   "baseline, retrain, slurm")
-      ->required()
-      ->check(CLI::ExistingFile);
+      ->required();
   cmd->add_option("--out", a->out, "Sweep folder: one run folder per point")->required();
   cmd->add_option("--workers", a->workers, "Runs at a time (the cores are split between them)")
       ->check(CLI::Range(1, 256))
@@ -114,6 +113,11 @@ void add_sweep_command(CLI::App& app) {
     if (r.failed > 0) {
       HC_FAIL("{} run(s) failed: {}", r.failed, fmt::join(r.failed_names, ", "));
     }
+    if (!r.busy_names.empty()) {
+      HC_FAIL("{} run(s) are being written by another process and were not started: {}",
+              r.busy_names.size(), fmt::join(r.busy_names, ", "));
+    }
+    if (r.interrupted > 0) exit_status() = kExitInterrupted;
   });
 }
 

@@ -44,7 +44,7 @@ void add_train_command(CLI::App& app) {
     HC_CHECK(!a->resume || std::filesystem::exists(o.run_dir / "checkpoints" / "last", ec),
              "--resume: {} has no checkpoint to resume from", a->out);
     setup_distributed(config, o, a->dist_timeout);
-    train::train_command(config, o);
+    if (train::train_command(config, o).interrupted) exit_status() = kExitInterrupted;
   });
 }
 

@@ -14,6 +14,9 @@ namespace headcount::cli {
 // The arguments after a bare "--" (the command `headcount launch` runs); main() removes them
 // before the command line is parsed.
 std::vector<std::string>& args_after_dash_dash();
+// The exit status of the command that ran (0 unless it sets another, e.g. 3 when a run was
+// interrupted and saved: kExitInterrupted). Errors exit 1.
+int& exit_status();
 
 struct CommandSpec {
   const char* name;

@@ -8,10 +8,10 @@ namespace headcount::cli {
 
 void add_config_args(CLI::App* cmd, ConfigArgs& args, bool positional) {
   if (positional) {
-    cmd->add_option("config", args.files, "YAML config file(s); later files override earlier ones")
-        ->check(CLI::ExistingFile);
+    // Not checked by the parser: the config loader's own error names a missing file or a folder.
+    cmd->add_option("config", args.files, "YAML config file(s); later files override earlier ones");
   } else {
-    cmd->add_option("--config", args.files, "YAML config file(s)")->check(CLI::ExistingFile);
+    cmd->add_option("--config", args.files, "YAML config file(s)");
   }
   cmd->add_option("--set", args.sets, "Override a config key: --set vocab.size=4000 (repeatable)")
       ->type_name("KEY=VALUE");

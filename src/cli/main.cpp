@@ -33,6 +33,11 @@ const CommandSpec kCommands[] = {
     // clang-format on
 };
 
+int& exit_status() {
+  static int status = 0;
+  return status;
+}
+
 std::vector<std::string>& args_after_dash_dash() {
   static std::vector<std::string> args;
   return args;
@@ -82,5 +87,5 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "headcount: error: %s\n", e.what());
     return 1;
   }
-  return 0;
+  return cli::exit_status();
 }

@@ -4,7 +4,9 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
+#include <map>
 #include <optional>
 #include <regex>
 #include <set>
@@ -12,6 +14,7 @@
 #include "headcount/common/check.h"
 #include "headcount/common/io.h"
 #include "headcount/common/text.h"
+#include "headcount/common/yaml_check.h"
 
 namespace headcount {
 namespace {
@@ -60,7 +63,9 @@ template <>
 double convert<double>(const YAML::Node& n) {
   if (!n.IsScalar()) throw ValueError{"expected a number, got " + describe(n)};
   try {
-    return n.as<double>();
+    const double v = n.as<double>();
+    if (std::isnan(v)) throw ValueError{"expected a number, got " + describe(n) + " (NaN)"};
+    return v;
   } catch (const YAML::Exception&) {
     throw ValueError{"expected a number, got " + describe(n)};
   }
@@ -496,14 +501,37 @@ void apply_node(Config& config, std::map<std::string, std::string>& origins, con
 }
 
 YAML::Node parse_yaml(const std::string& text, const std::string& origin) {
+  YAML::Node root;
   try {
-    return YAML::Load(text);
+    root = YAML::Load(text);
   } catch (const YAML::ParserException& e) {
     HC_FAIL("{}:{}:{}: YAML syntax error: {}", origin, e.mark.line + 1, e.mark.column + 1, e.msg);
   }
+  check_unique_keys(root, origin);
+  return root;
 }
 
 }  // namespace
+
+void check_unique_keys(const YAML::Node& node, const std::string& origin) {
+  if (node.IsSequence()) {
+    for (const auto& item : node) check_unique_keys(item, origin);
+    return;
+  }
+  if (!node.IsMap()) return;
+  std::map<std::string, std::string> seen;  // key -> where it was first given
+  for (const auto& kv : node) {
+    const std::string name = kv.first.IsScalar() ? kv.first.Scalar() : "";
+    if (!name.empty()) {
+      const auto [it, fresh] = seen.emplace(name, location(origin, kv.first));
+      if (!fresh) {
+        HC_FAIL("{}: key '{}' given twice (first at {}): give each key once",
+                location(origin, kv.first), name, it->second);
+      }
+    }
+    check_unique_keys(kv.second, origin);
+  }
+}
 
 std::vector<ConfigKeyInfo> config_keys() {
   const Config defaults;
@@ -530,6 +558,8 @@ void ConfigLoader::apply_yaml_text(const std::string& yaml_text, const std::stri
 void ConfigLoader::apply_file(const fs::path& path) {
   std::error_code ec;
   HC_CHECK(fs::exists(path, ec), "config file {} not found", path.string());
+  HC_CHECK(!fs::is_directory(path, ec), "{}: is a folder, expected a YAML config file",
+           path.string());
   apply_yaml_text(io::read_file(path), path.string());
 }
 
@@ -587,6 +617,11 @@ Config ConfigLoader::finish() const {
            "data.min_tokens ({}, from {}) is larger than data.max_tokens ({}, from {})",
            c.data.min_tokens, origin("data.min_tokens"), c.data.max_tokens,
            origin("data.max_tokens"));
+  HC_CHECK(c.train.max_len < c.model.max_positions,
+           "train.max_len ({}, from {}) must be below model.max_positions ({}, from {}): a kept "
+           "training pair and its end token must fit the position table",
+           c.train.max_len, origin("train.max_len"), c.model.max_positions,
+           origin("model.max_positions"));
   return c;
 }
 

@@ -2,7 +2,9 @@
 
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -66,16 +68,25 @@ void write_file_atomic(const fs::path& path, const std::string& content) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   const fs::path tmp = dir / fmt::format(".{}.tmp.{}", path.filename().string(), getpid());
+  bool written = false;
+  errno = 0;
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    HC_CHECK(out.good(), "{}: cannot open for writing", tmp.string());
+    HC_CHECK(out.good(), "{}: cannot open for writing: {}", tmp.string(), std::strerror(errno));
     out.write(content.data(), static_cast<std::streamsize>(content.size()));
     out.flush();
-    HC_CHECK(out.good(), "{}: write failed (disk full?)", tmp.string());
+    written = out.good();
+  }
+  if (!written) {
+    const int err = errno;
+    fs::remove(tmp, ec);  // a failed write leaves nothing behind, and the old file as it was
+    HC_FAIL("{}: write failed: {}", path.string(),
+            err != 0 ? std::strerror(err) : "disk full or file too large?");
   }
   fs::rename(tmp, path, ec);
   if (ec) {
-    fs::remove(tmp);
+    std::error_code ignored;
+    fs::remove(tmp, ignored);
     HC_FAIL("{}: cannot rename into place: {}", path.string(), ec.message());
   }
 }

@@ -9,6 +9,7 @@
 #include "headcount/common/check.h"
 #include "headcount/common/io.h"
 #include "headcount/common/log.h"
+#include "headcount/common/run_guard.h"
 
 namespace headcount::prune {
 
@@ -180,7 +181,7 @@ void PruneTrainer::on_evaluation(int64_t step, nlohmann::json& record) {
                          {"dev_bleu", record.value("dev_bleu", 0.0)},
                          {"final", finished_},
                          {"heads", heads}};
-  std::ofstream(options_.run_dir / "gates.jsonl", std::ios::app) << line.dump() << "\n";
+  io::append_line(options_.run_dir / "gates.jsonl", line.dump());
 }
 
 void PruneTrainer::save_extra(const fs::path& dir) {

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <yaml-cpp/yaml.h>
@@ -22,8 +23,10 @@
 #include "headcount/common/check.h"
 #include "headcount/common/io.h"
 #include "headcount/common/log.h"
+#include "headcount/common/run_guard.h"
 #include "headcount/common/runtime.h"
 #include "headcount/common/text.h"
+#include "headcount/common/yaml_check.h"
 
 namespace headcount::sweep {
 namespace {
@@ -105,9 +108,9 @@ std::string exit_file(const fs::path& dir) {
   return (dir / "sweep-exit.json").string();
 }
 
-volatile std::sig_atomic_t g_stop = 0;
+volatile std::sig_atomic_t g_stop = 0;  // stop signals received
 void on_stop_signal(int) {
-  g_stop = 1;
+  g_stop = g_stop + 1;
 }
 
 std::vector<std::string> tail_lines(const fs::path& file, size_t n) {
@@ -240,12 +243,15 @@ Config resolve_point(const SweepSpec& spec, const SweepPoint& point) {
 SweepSpec load_sweep(const fs::path& file) {
   std::error_code ec;
   HC_CHECK(fs::exists(file, ec), "sweep file {} not found", file.string());
+  HC_CHECK(!fs::is_directory(file, ec), "{}: is a folder, expected a sweep file (YAML)",
+           file.string());
   YAML::Node root;
   try {
-    root = YAML::LoadFile(file.string());
+    root = YAML::Load(io::read_file(file));
   } catch (const YAML::ParserException& e) {
     HC_FAIL("{}:{}: not valid YAML: {}", file.string(), e.mark.line + 1, e.msg);
   }
+  check_unique_keys(root, file.string());
   HC_CHECK(root.IsMap(), "{}: expected a map with command, configs and grid or runs",
            file.string());
   SweepSpec spec;
@@ -625,9 +631,15 @@ pid_t spawn(const fs::path& executable, const std::vector<std::string>& args, co
   for (auto& a : argv_s) argv.push_back(a.data());
   argv.push_back(nullptr);
   std::fflush(nullptr);
+  const pid_t parent = getpid();
   const pid_t pid = fork();
   HC_CHECK(pid >= 0, "cannot start a process ({})", executable.string());
   if (pid == 0) {
+    // Its own process group: a terminal's Ctrl-C reaches the sweep alone, which passes one
+    // SIGTERM on (a run takes a second signal as "stop at once"). SIGTERM when the sweep dies.
+    setpgid(0, 0);
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() != parent) _exit(128 + SIGTERM);  // the sweep died before prctl
     const int fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
     if (fd >= 0) {
       dup2(fd, STDOUT_FILENO);
@@ -642,6 +654,7 @@ pid_t spawn(const fs::path& executable, const std::vector<std::string>& args, co
     std::fprintf(stderr, "headcount sweep: cannot run %s\n", argv[0]);
     _exit(127);
   }
+  setpgid(pid, pid);  // (also in the child: whichever runs first)
   return pid;
 }
 
@@ -690,6 +703,8 @@ SweepOutcome run_sweep(const SweepSpec& spec, const SweepOptions& options) {
              fmt::join(all, ", "));
   }
   fs::create_directories(options.out);
+  io::RunLock lock;
+  if (!options.dry_run && !options.only) lock = io::RunLock::acquire(options.out);
   if (!options.only)
     write_manifest(spec, options.out);
   else if (!fs::exists(options.out / "sweep.json"))
@@ -745,7 +760,7 @@ SweepOutcome run_sweep(const SweepSpec& spec, const SweepOptions& options) {
     std::chrono::steady_clock::time_point start;
   };
   std::map<pid_t, Running> running;
-  bool forwarded = false;
+  int forwarded = 0;  // stop signals passed on to the runs
   auto summary_line = [&] {
     std::optional<double> best;
     std::string best_name;
@@ -763,6 +778,14 @@ SweepOutcome run_sweep(const SweepSpec& spec, const SweepOptions& options) {
     while (!g_stop && running.size() < static_cast<size_t>(options.workers) && !ready.empty()) {
       Job job = ready.front();
       ready.pop_front();
+      if (const auto holder = io::RunLock::holder(job.dir)) {
+        log::warn(
+            "sweep: {} is being written by another process (PID {}): not started; run the "
+            "sweep again when that process has ended",
+            job.name, *holder);
+        outcome.busy_names.push_back(job.name);
+        continue;
+      }
       const RunState before = run_state(job.dir);
       const pid_t pid = start_job(job, options.executable, options.srun_tasks);
       log::info("sweep: {} {} (log: {})",
@@ -777,12 +800,17 @@ SweepOutcome run_sweep(const SweepSpec& spec, const SweepOptions& options) {
     const pid_t pid = waitpid(-1, &status, 0);
     if (pid < 0) {
       if (errno == EINTR) {
-        if (g_stop && !forwarded) {
+        if (g_stop >= 1 && forwarded == 0) {
           log::info(
-              "sweep: stopping: the running runs save a checkpoint and stop; run the same "
-              "command to resume");
-          for (const auto& [p, r] : running) kill(p, SIGTERM);
-          forwarded = true;
+              "sweep: stopping: the running runs save a checkpoint and stop (a second Ctrl-C "
+              "stops them at once); run the same command to resume");
+          for (const auto& [p, r] : running) kill(-p, SIGTERM);
+          forwarded = 1;
+        }
+        if (g_stop >= 2 && forwarded == 1) {
+          log::warn("sweep: second signal: stopping the runs at once (without saving)");
+          for (const auto& [p, r] : running) kill(-p, SIGTERM);
+          forwarded = 2;
         }
         continue;
       }
@@ -798,7 +826,11 @@ SweepOutcome run_sweep(const SweepSpec& spec, const SweepOptions& options) {
     const int sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
     const RunState after = run_state(job.dir);
     const bool finished = after == RunState::kDone;
-    const bool failed = !finished && !(code == 0 && sig == 0 && g_stop);
+    // Stopped on request: saved and resumable (exit status 3), or stopped at once by a second
+    // signal, or ended by the signal before it could install its handler.
+    const bool stopped = code == kExitInterrupted ||
+                         (g_stop && (code == 0 || code == 130 || sig == SIGTERM || sig == SIGINT));
+    const bool failed = !finished && !stopped;
     io::write_file_atomic(
         exit_file(job.dir),
         nlohmann::json(

@@ -4,12 +4,15 @@
 #include <stdio.h>
 #include <unistd.h>
 
+#include <sstream>
+
 #include <ATen/core/ivalue.h>
 #include <torch/serialize.h>
 #include <torch/torch.h>
 
 #include "headcount/common/check.h"
 #include "headcount/common/io.h"
+#include "headcount/common/run_guard.h"
 
 namespace headcount::train {
 
@@ -115,8 +118,45 @@ void replace_directory(const fs::path& tmp, const fs::path& dst) {
     fs::remove_all(old, ec);
     return;
   }
+  io::crash_point("checkpoint.swapped");
   fs::remove_all(tmp, ec);  // now holds the old contents
 }
+
+namespace {
+
+// The vocabulary files a checkpoint carries, by name in vocab/.
+std::vector<std::pair<fs::path, std::string>> vocab_entries(const data::VocabFiles& vocab) {
+  if (vocab.joint) return {{vocab.src_model, "joint.model"}};
+  return {{vocab.src_model, "src.model"}, {vocab.tgt_model, "tgt.model"}};
+}
+
+// Runs `write` on the temporary folder `tmp`; on any failure (a full disk, a file too large, a
+// LibTorch error) removes `tmp` and reports one error naming `dir` and the cause.
+void write_or_clean_up(const fs::path& tmp, const fs::path& dir,
+                       const std::function<void()>& write) {
+  const auto clean = [&] {
+    std::error_code ec;
+    fs::remove_all(tmp, ec);
+  };
+  try {
+    write();
+  } catch (const Error& e) {
+    clean();
+    HC_FAIL("cannot write checkpoint {}: {}", dir.string(), e.what());
+  } catch (const c10::Error& e) {
+    clean();
+    HC_FAIL("cannot write checkpoint {}: {}", dir.string(), e.what_without_backtrace());
+  } catch (const fs::filesystem_error& e) {
+    clean();
+    HC_FAIL("cannot write checkpoint {}: {}: {}", dir.string(), e.path1().string(),
+            e.code().message());
+  } catch (const std::exception& e) {
+    clean();
+    HC_FAIL("cannot write checkpoint {}: {}", dir.string(), e.what());
+  }
+}
+
+}  // namespace
 
 void save_checkpoint(const fs::path& dir, model::Transformer& model,
                      torch::optim::Optimizer* optimizer, const TrainState& state,
@@ -126,30 +166,35 @@ void save_checkpoint(const fs::path& dir, model::Transformer& model,
   const fs::path tmp = temp_sibling(dir);
   std::error_code ec;
   fs::remove_all(tmp, ec);
-  fs::create_directories(tmp / "vocab");
-  save_weights(tmp / "model.pt", model::named_weights(*model));
-  if (optimizer) {
-    torch::save(*optimizer, (tmp / "optimizer.pt").string());
-    save_rng_state(tmp / "rng.pt");
-  }
-  io::write_file_atomic(tmp / "state.json", state.to_json().dump(2) + "\n");
-  io::write_file_atomic(tmp / "architecture.json", model->architecture().to_json().dump(2) + "\n");
-  save_config(config, tmp / "config.yaml");
-  const auto copy = [&](const fs::path& from, const std::string& name) {
-    fs::copy_file(from, tmp / "vocab" / name, fs::copy_options::overwrite_existing);
-  };
-  if (vocab.joint) {
-    copy(vocab.src_model, "joint.model");
-  } else {
-    copy(vocab.src_model, "src.model");
-    copy(vocab.tgt_model, "tgt.model");
-  }
-  nlohmann::json meta = {{"format", "headcount-checkpoint"},
-                         {"format_version", kFormatVersion},
-                         {"headcount_version", HEADCOUNT_VERSION},
-                         {"torch_load", "torch.load('model.pt') gives a dict name -> tensor"}};
-  io::write_file_atomic(tmp / "meta.json", meta.dump(2) + "\n");
-  if (extra) extra(tmp);
+  write_or_clean_up(tmp, dir, [&] {
+    fs::create_directories(tmp / "vocab");
+    save_weights(tmp / "model.pt", model::named_weights(*model));
+    if (optimizer) {
+      // Serialised in memory, then written like every other file: LibTorch's file writer ends a
+      // failed write (ENOSPC) in std::terminate from a destructor.
+      std::ostringstream bytes;
+      torch::save(*optimizer, bytes);
+      io::write_file_atomic(tmp / "optimizer.pt", bytes.str());
+      save_rng_state(tmp / "rng.pt");
+    }
+    io::write_file_atomic(tmp / "state.json", state.to_json().dump(2) + "\n");
+    io::write_file_atomic(tmp / "architecture.json",
+                          model->architecture().to_json().dump(2) + "\n");
+    save_config(config, tmp / "config.yaml");
+    nlohmann::json hashes = nlohmann::json::object();
+    for (const auto& [from, name] : vocab_entries(vocab)) {
+      fs::copy_file(from, tmp / "vocab" / name, fs::copy_options::overwrite_existing);
+      hashes[name] = io::hex64(io::hash_file(tmp / "vocab" / name));
+    }
+    nlohmann::json meta = {{"format", "headcount-checkpoint"},
+                           {"format_version", kFormatVersion},
+                           {"headcount_version", HEADCOUNT_VERSION},
+                           {"vocab_fnv1a", hashes},
+                           {"torch_load", "torch.load('model.pt') gives a dict name -> tensor"}};
+    io::write_file_atomic(tmp / "meta.json", meta.dump(2) + "\n");
+    if (extra) extra(tmp);
+  });
+  io::crash_point("checkpoint.written");
   replace_directory(tmp, dir);
 }
 
@@ -181,6 +226,21 @@ CheckpointInfo read_checkpoint_info(const fs::path& dir) {
   info.vocab.joint = fs::exists(dir / "vocab" / "joint.model", ec);
   info.vocab.src_model = dir / "vocab" / (info.vocab.joint ? "joint.model" : "src.model");
   info.vocab.tgt_model = dir / "vocab" / (info.vocab.joint ? "joint.model" : "tgt.model");
+  // Checkpoints since session 8 record their vocabulary's hashes: a vocab/ file replaced by
+  // another one would silently turn every token id into another word.
+  const auto meta = nlohmann::json::parse(io::read_file(dir / "meta.json"));
+  if (meta.contains("vocab_fnv1a") && meta["vocab_fnv1a"].is_object()) {
+    for (const auto& [name, hash] : meta["vocab_fnv1a"].items()) {
+      const fs::path f = dir / "vocab" / name;
+      HC_CHECK(fs::exists(f, ec), "{} is not a complete checkpoint: vocab/{} is missing",
+               dir.string(), name);
+      const std::string actual = io::hex64(io::hash_file(f));
+      HC_CHECK(hash.is_string() && actual == hash.get<std::string>(),
+               "{}: differs from the vocabulary the weights were trained with (FNV-1a {}, the "
+               "checkpoint recorded {}): restore the checkpoint's own vocab/ files",
+               f.string(), actual, hash.is_string() ? hash.get<std::string>() : hash.dump());
+    }
+  }
   info.src_vocab_size = data::Vocab::load(info.vocab.src_model).size();
   info.tgt_vocab_size = data::Vocab::load(info.vocab.tgt_model).size();
   return info;
@@ -210,16 +270,20 @@ void copy_checkpoint(const fs::path& src, const fs::path& dst) {
   const fs::path tmp = temp_sibling(dst);
   std::error_code ec;
   fs::remove_all(tmp, ec);
-  fs::create_directories(tmp);
-  for (const auto& entry : fs::recursive_directory_iterator(src)) {
-    const fs::path rel = fs::relative(entry.path(), src);
-    if (entry.is_directory()) {
-      fs::create_directories(tmp / rel);
-    } else {
-      fs::create_hard_link(entry.path(), tmp / rel, ec);
-      if (ec) fs::copy_file(entry.path(), tmp / rel, fs::copy_options::overwrite_existing);
+  write_or_clean_up(tmp, dst, [&] {
+    fs::create_directories(tmp);
+    for (const auto& entry : fs::recursive_directory_iterator(src)) {
+      const fs::path rel = fs::relative(entry.path(), src);
+      if (entry.is_directory()) {
+        fs::create_directories(tmp / rel);
+      } else {
+        std::error_code link_ec;
+        fs::create_hard_link(entry.path(), tmp / rel, link_ec);
+        if (link_ec) fs::copy_file(entry.path(), tmp / rel, fs::copy_options::overwrite_existing);
+      }
     }
-  }
+  });
+  io::crash_point("checkpoint.copied");
   replace_directory(tmp, dst);
 }
 

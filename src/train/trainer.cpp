@@ -12,6 +12,7 @@
 #include "headcount/common/check.h"
 #include "headcount/common/io.h"
 #include "headcount/common/log.h"
+#include "headcount/common/run_guard.h"
 #include "headcount/common/runtime.h"
 #include "headcount/decode/search.h"
 #include "headcount/eval/bleu.h"
@@ -127,6 +128,21 @@ void Trainer::prepare() {
   if (dropped)
     log::info("dropped {} training pairs longer than {} subwords", dropped, config_.train.max_len);
   dev_ = encode_pairs(corpus_.dev, *src_vocab_, *tgt_vocab_, std::numeric_limits<int>::max());
+  // Dev pairs are not length-filtered: one the model cannot hold is an error now, naming its
+  // line, rather than at the first evaluation after an interval of training.
+  const int positions = config_.model.max_positions;
+  for (const auto& e : dev_) {
+    for (const bool source : {true, false}) {
+      const size_t length = (source ? e.src.size() : e.tgt.size()) + 1;  // + </s> (or <s>)
+      HC_CHECK(
+          length <= static_cast<size_t>(positions),
+          "{}:{}: this dev sentence is {} subwords long with its end token, more than "
+          "model.max_positions ({}) holds: shorten or remove the line (in both dev files), or "
+          "raise model.max_positions",
+          data_path(config_.data, source ? config_.data.dev_src : config_.data.dev_tgt).string(),
+          e.id + 1, length, positions);
+    }
+  }
   batches_ = make_batches(train_, config_.train.max_tokens, static_cast<uint64_t>(config_.seed));
 
   model::Architecture arch = model::Architecture::uniform(config_.model);
@@ -160,8 +176,7 @@ void Trainer::prepare() {
 
 void Trainer::log_metrics(const nlohmann::json& record) {
   if (options_.rank != 0) return;
-  std::ofstream out(options_.run_dir / "metrics.jsonl", std::ios::app);
-  out << record.dump() << "\n";
+  io::append_line(options_.run_dir / "metrics.jsonl", record.dump());
 }
 
 void Trainer::save(const fs::path& dir) {
@@ -190,7 +205,9 @@ bool Trainer::resume_from(const fs::path& dir) {
         if (line.empty()) continue;
         try {
           const auto j = nlohmann::json::parse(line);
-          if (j.value("step", int64_t{0}) <= state_.step) kept.push_back(line);
+          // (The end-of-run records are written again when the resumed run ends.)
+          const bool final = j.value("event", "") == "final" || j.value("final", false);
+          if (j.value("step", int64_t{0}) <= state_.step && !final) kept.push_back(line);
         } catch (const nlohmann::json::exception&) {
           // a line cut by the interruption
         }
@@ -199,6 +216,45 @@ bool Trainer::resume_from(const fs::path& dir) {
     }
   }
   return true;
+}
+
+namespace {
+// The step a checkpoint folder holds; -1 when it is missing or unreadable.
+int64_t checkpoint_step(const fs::path& dir) {
+  std::error_code ec;
+  if (!fs::exists(dir / "state.json", ec)) return -1;
+  try {
+    return nlohmann::json::parse(io::read_file(dir / "state.json")).at("step").get<int64_t>();
+  } catch (const std::exception&) {
+    return -1;
+  }
+}
+}  // namespace
+
+void Trainer::sync_checkpoint_set(const fs::path& ckpt_dir, bool evaluated) {
+  if (options_.rank != 0) return;
+  const fs::path last = ckpt_dir / "last";
+  if (state_.best_step == state_.step && checkpoint_step(ckpt_dir / "best") != state_.step) {
+    copy_checkpoint(last, ckpt_dir / "best");
+    io::crash_point("train.saved_best");
+  }
+  const int keep = config_.train.keep_last;
+  if (!evaluated || keep <= 0) return;
+  const fs::path named = ckpt_dir / fmt::format("step-{}", state_.step);
+  if (checkpoint_step(named) != state_.step) {
+    copy_checkpoint(last, named);
+    io::crash_point("train.saved_step");
+  }
+  std::vector<int64_t> steps;
+  for (const auto& entry : fs::directory_iterator(ckpt_dir)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("step-", 0) == 0 && name.size() > 5 &&
+        name.find_first_not_of("0123456789", 5) == std::string::npos)
+      steps.push_back(std::stoll(name.substr(5)));
+  }
+  std::sort(steps.rbegin(), steps.rend());
+  for (size_t i = static_cast<size_t>(keep); i < steps.size(); ++i)
+    fs::remove_all(ckpt_dir / fmt::format("step-{}", steps[i]));
 }
 
 EvalResult Trainer::evaluate() {
@@ -267,6 +323,20 @@ TrainSummary Trainer::run() {
     resume_from(ckpt_dir / "last");
     log::info("resuming {} from step {} (epoch {}, batch {} of {})", options_.run_dir.string(),
               state_.step, state_.epoch + 1, state_.batch_in_epoch, batches_.size());
+    // Was `last` written by an evaluation? Its eval event is logged before the save.
+    bool evaluated = false;
+    if (options_.rank == 0 && fs::exists(options_.run_dir / "metrics.jsonl", ec)) {
+      for (const auto& line :
+           io::read_lines(options_.run_dir / "metrics.jsonl", {.allow_empty_file = true})) {
+        try {
+          const auto j = nlohmann::json::parse(line);
+          evaluated |=
+              j.value("event", "") == "eval" && j.value("step", int64_t{-1}) == state_.step;
+        } catch (const nlohmann::json::exception&) {
+        }
+      }
+    }
+    sync_checkpoint_set(ckpt_dir, evaluated);
   } else if (options_.rank == 0) {
     for (const auto& log_name : event_logs())
       io::write_file_atomic(options_.run_dir / log_name, "");
@@ -337,21 +407,8 @@ TrainSummary Trainer::run() {
               state_.step, r.loss, std::exp(r.nll), r.bleu, r.chrf, improved ? " (best)" : "",
               state_.best_step);
     save(ckpt_dir / "last");
-    if (options_.rank == 0) {
-      if (improved) copy_checkpoint(ckpt_dir / "last", ckpt_dir / "best");
-      if (t.keep_last > 0) {
-        copy_checkpoint(ckpt_dir / "last", ckpt_dir / fmt::format("step-{}", state_.step));
-        std::vector<int64_t> steps;
-        for (const auto& entry : fs::directory_iterator(ckpt_dir)) {
-          const std::string name = entry.path().filename().string();
-          if (name.rfind("step-", 0) == 0) steps.push_back(std::stoll(name.substr(5)));
-        }
-        std::sort(steps.rbegin(), steps.rend());
-        for (size_t i = t.keep_last; i < steps.size(); ++i) {
-          fs::remove_all(ckpt_dir / fmt::format("step-{}", steps[i]));
-        }
-      }
-    }
+    io::crash_point("train.saved_last");
+    sync_checkpoint_set(ckpt_dir, true);
     last_saved_step = state_.step;
     return r;
   };
@@ -553,6 +610,7 @@ TrainSummary Trainer::run() {
         done["world_size"] = options_.world_size;
         done["parameters_identical_across_processes"] = differing == 0;
       }
+      io::crash_point("train.before_summary");
       io::write_file_atomic(options_.run_dir / "summary.json", done.dump(2) + "\n");
     }
   }
@@ -569,24 +627,42 @@ TrainSummary Trainer::run() {
   return summary;
 }
 
-void check_run_folder(const Config& config, const fs::path& run_dir) {
+io::RunLock check_run_folder(const Config& config, const fs::path& run_dir, int rank) {
   std::error_code ec;
+  HC_CHECK(!fs::exists(run_dir, ec) || fs::is_directory(run_dir, ec),
+           "--out {}: exists and is not a folder", run_dir.string());
+  const bool existed = fs::exists(run_dir, ec) && !fs::is_empty(run_dir, ec);
+  io::RunLock lock;
+  if (rank == 0) {
+    lock = io::RunLock::acquire(run_dir);
+    int removed = io::remove_stale_temporaries(run_dir) +
+                  io::remove_stale_temporaries(run_dir / "checkpoints");
+    if (removed > 0)
+      log::info("removed {} temporary folder(s) left by an interrupted process in {}", removed,
+                run_dir.string());
+  }
   const fs::path saved = run_dir / "config.yaml";
   const bool has_checkpoint = fs::exists(run_dir / "checkpoints" / "last", ec);
-  if (!has_checkpoint && fs::exists(run_dir, ec) && !fs::is_empty(run_dir, ec)) {
+  if (!has_checkpoint && existed) {
     // A folder with content but no checkpoint: only a run interrupted before its first
-    // checkpoint (its config and event logs alone) may be started again.
+    // checkpoint (its event logs, then its config, alone) may be started again.
     for (const auto& e : fs::directory_iterator(run_dir)) {
       const auto name = e.path().filename().string();
       // (log.txt and sweep-exit.json: what a sweep keeps beside the run it started)
       HC_CHECK(name == "config.yaml" || name == "metrics.jsonl" || name == "gates.jsonl" ||
-                   name == "checkpoints" || name == "log.txt" || name == "sweep-exit.json",
+                   name == "checkpoints" || name == "log.txt" || name == "sweep-exit.json" ||
+                   name == ".lock",
                "{} exists and holds '{}', but no checkpoint to resume: refusing to overwrite it; "
                "use another --out",
                run_dir.string(), name);
     }
+    // A run writes its event log before its config.yaml: a config.yaml alone is the user's.
+    HC_CHECK(!fs::exists(saved, ec) || fs::exists(run_dir / "metrics.jsonl", ec),
+             "{} holds a config.yaml but no run (no metrics.jsonl, no checkpoint): refusing to "
+             "overwrite it; give the run another --out",
+             run_dir.string());
   }
-  if (!has_checkpoint || !fs::exists(saved, ec)) return;
+  if (!has_checkpoint || !fs::exists(saved, ec)) return lock;
   const Config before = load_config_file(saved);
   std::vector<std::string> blocking;
   for (const auto& key : changed_keys(before, config)) {
@@ -604,10 +680,11 @@ void check_run_folder(const Config& config, const fs::path& run_dir) {
            "{} holds a run with another config: {}. Use another --out, or the run's own config "
            "({})",
            run_dir.string(), fmt::join(blocking, ", "), saved.string());
+  return lock;
 }
 
 TrainSummary train_command(const Config& config, const TrainOptions& options) {
-  check_run_folder(config, options.run_dir);
+  const auto lock = check_run_folder(config, options.run_dir, options.rank);
   fs::create_directories(options.run_dir);
   Trainer trainer(config, options);
   const auto s = trainer.run();

@@ -135,11 +135,15 @@ struct SweepOptions {
 struct SweepOutcome {
   int done = 0, failed = 0, skipped = 0, interrupted = 0;
   std::vector<std::string> failed_names;
+  std::vector<std::string> busy_names;  // runs another process was writing: not started
 };
 
-// Writes OUT/sweep.json (the manifest the report reads) and runs what is not finished. Returns
-// when every job has finished or failed, or after SIGINT/SIGTERM (forwarded to the children, which
-// save a checkpoint to resume from).
+// Writes OUT/sweep.json (the manifest the report reads) and runs what is not finished, holding
+// OUT's lock (a second sweep on OUT is an error; with --only, each run's own lock suffices).
+// Returns when every job has finished or failed, or after SIGINT/SIGTERM: the first signal is
+// passed on once to every run (each in its own process group, so a terminal's Ctrl-C reaches the
+// sweep alone), which saves a checkpoint and stops; a second signal stops them at once. Children
+// get SIGTERM when the sweep dies (PR_SET_PDEATHSIG): none outlives it unnoticed.
 SweepOutcome run_sweep(const SweepSpec& spec, const SweepOptions& options);
 
 // Runs `executable args...` to completion with its output appended to `log`; returns its exit

@@ -21,6 +21,7 @@
 
 #include "headcount/common/config.h"
 #include "headcount/common/precision.h"
+#include "headcount/common/run_guard.h"
 #include "headcount/data/corpus.h"
 #include "headcount/data/vocab.h"
 #include "headcount/dist/distributed.h"
@@ -118,6 +119,9 @@ class Trainer {
   void prepare();
   void save(const fs::path& dir);
   bool resume_from(const fs::path& dir);
+  // Makes `best` and `step-N` agree with `last` (written first by every save): after a save of an
+  // evaluation, and on resume, where a kill between the writes left them behind.
+  void sync_checkpoint_set(const fs::path& ckpt_dir, bool evaluated);
   void log_metrics(const nlohmann::json& record);
 
   Config config_;
@@ -136,10 +140,13 @@ class Trainer {
   int64_t allreduce_bytes_ = 0;  // sent by this process in the last step's gradient all-reduce
 };
 
-// Before resuming `run_dir`: refuses a config whose model, data, vocabulary, seed or pruning
-// settings differ from the run's own (train.*, threads.*, decode.* and device may change), and a
-// folder that holds something other than a run.
-void check_run_folder(const Config& config, const fs::path& run_dir);
+// Before starting or resuming `run_dir`: takes its lock (rank 0; held until the returned object
+// goes: a second process on the folder is an error naming the first one's PID), removes
+// temporaries left by dead processes, and refuses a config whose model, data, vocabulary, seed or
+// pruning settings differ from the run's own (train.*, threads.*, decode.* and device may change),
+// and a folder that holds something other than a run (the user's own config.yaml included).
+[[nodiscard]] io::RunLock check_run_folder(const Config& config, const fs::path& run_dir,
+                                           int rank = 0);
 
 // `headcount train`: starts a run in `run_dir`, or resumes it from its `last` checkpoint.
 TrainSummary train_command(const Config& config, const TrainOptions& options);

@@ -1,0 +1,14 @@
+// Checks on parsed YAML that yaml-cpp does not make.
+#pragma once
+
+#include <yaml-cpp/yaml.h>
+
+#include <string>
+
+namespace headcount {
+
+// A mapping (at any depth under `node`) that gives one key twice is an error naming
+// "origin:line" of both: yaml-cpp keeps both entries and a reader would take one silently.
+void check_unique_keys(const YAML::Node& node, const std::string& origin);
+
+}  // namespace headcount
