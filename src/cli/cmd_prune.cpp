@@ -3,6 +3,7 @@
 
 #include "commands.h"
 #include "headcount/common/check.h"
+#include "headcount/prune/fisher.h"
 #include "headcount/prune/prune_trainer.h"
 
 namespace headcount::cli {
@@ -12,20 +13,29 @@ void add_prune_command(CLI::App& app) {
     ConfigArgs config;
     std::string out;
     int dist_timeout = 300;
+    std::string method;
   };
   auto a = std::make_shared<Args>();
-  auto* cmd = app.add_subcommand("prune",
-                                 "Fine-tune prune.init_from with Hard-Concrete gates on its heads "
-                                 "under a lambda schedule or a "
-                                 "target head count; writes gates.jsonl, head_removal.csv and the "
-                                 "pruned checkpoint RUN/pruned");
+  auto* cmd =
+      app.add_subcommand("prune",
+                         "Fine-tune prune.init_from with Hard-Concrete gates on its heads "
+                         "under a lambda schedule or a "
+                         "target head count (or, with --method fisher, post-training Fisher "
+                         "masks under a budget, in minutes); writes head_removal.csv and the "
+                         "pruned checkpoint RUN/pruned");
   add_config_args(cmd, a->config);
+  cmd->add_option("--method", a->method,
+                  "l0 | fisher: shorthand for --set prune.method=... (fisher needs a budget: "
+                  "prune.target_heads, prune.target_heads_per_type, prune.flops_fraction or "
+                  "prune.latency_fraction)")
+      ->check(CLI::IsMember({"l0", "fisher"}));
   cmd->add_option("--dist-timeout", a->dist_timeout,
                   "Seconds to wait for the other processes (rendezvous, each all-reduce)")
       ->capture_default_str();
   cmd->add_option("--out", a->out, "Run folder (the same command resumes it)")->required();
   cmd->callback([a] {
     Config config;
+    if (!a->method.empty()) a->config.sets.push_back("prune.method=" + a->method);
     if (!resolve_config(a->config, &config)) return;
     HC_CHECK(!config.prune.init_from.empty(),
              "prune.init_from is required: the converged checkpoint to prune (e.g. "
@@ -33,6 +43,12 @@ void add_prune_command(CLI::App& app) {
     train::TrainOptions o;
     o.run_dir = a->out;
     o.init_from = config.prune.init_from;
+    if (config.prune.method == "fisher") {
+      const auto lock = train::check_run_folder(config, o.run_dir, o.rank);
+      std::filesystem::create_directories(o.run_dir);
+      prune::fisher_prune_command(config, o);
+      return;
+    }
     setup_distributed(config, o, a->dist_timeout);
     const auto lock = train::check_run_folder(config, o.run_dir, o.rank);
     std::filesystem::create_directories(o.run_dir);

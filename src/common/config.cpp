@@ -159,6 +159,23 @@ Validator<std::vector<std::string>> subset_of(std::vector<std::string> choices) 
   };
 }
 
+// [enc_self, dec_self, enc_dec] head counts, or [] (off).
+Validator<std::vector<double>> heads_per_type() {
+  return [](const std::vector<double>& v) -> std::optional<std::string> {
+    if (v.empty()) return std::nullopt;
+    if (v.size() != 3)
+      return fmt::format(
+          "expected [] or three head counts [enc_self, dec_self, enc_dec], got {} "
+          "values",
+          v.size());
+    for (double x : v) {
+      if (x < 0 || x != std::floor(x) || x > 1e6)
+        return fmt::format("expected non-negative whole head counts, got {}", x);
+    }
+    return std::nullopt;
+  };
+}
+
 Validator<std::string> non_empty() {
   return [](const std::string& v) -> std::optional<std::string> {
     if (v.empty()) return std::string("must not be empty");
@@ -397,6 +414,30 @@ const std::vector<Field>& schema() {
       field<std::string>("prune.noise", "string", HC_ACCESS(prune.noise),
                          one_of({"head", "example"}),
                          "one gate draw per head per batch, or per head per example"),
+      field<std::string>("prune.method", "string", HC_ACCESS(prune.method),
+                         one_of({"l0", "fisher"}),
+                         "l0 (gated fine-tuning) | fisher (post-training Fisher masks, Kwon et "
+                         "al. 2022: minutes, no fine-tuning)"),
+      field<std::vector<double>>(
+          "prune.target_heads_per_type", "list of numbers", HC_ACCESS(prune.target_heads_per_type),
+          heads_per_type(),
+          "fisher: heads to keep per attention type [enc_self, dec_self, enc_dec]; [] = off"),
+      field<double>("prune.flops_fraction", "float", HC_ACCESS(prune.flops_fraction),
+                    range(0.0, 1.0),
+                    "fisher: keep at most this fraction of decoding FLOPs; 0 = off"),
+      field<double>("prune.latency_fraction", "float", HC_ACCESS(prune.latency_fraction),
+                    range(0.0, 1.0),
+                    "fisher: keep at most this fraction of the decoding latency measured on this "
+                    "machine (a linear model per attention type); 0 = off"),
+      field<int>("prune.calibration_sentences", "int", HC_ACCESS(prune.calibration_sentences),
+                 range(1, INT32_MAX),
+                 "fisher: training sentences (teacher-forced) for the Fisher estimate and refit"),
+      field<bool>("prune.rearrange", "bool", HC_ACCESS(prune.rearrange), any<bool>(),
+                  "fisher: re-choose each layer's kept heads with the layer's full Fisher block"),
+      field<bool>("prune.reconstruct", "bool", HC_ACCESS(prune.reconstruct), any<bool>(),
+                  "fisher: refit each pruned layer's output projection by least squares"),
+      field<double>("prune.ridge", "float", HC_ACCESS(prune.ridge), range(0.0, 1e6),
+                    "fisher: ridge of the refit, relative to the mean diagonal of the Gram matrix"),
   };
   return fields;
 }
@@ -622,6 +663,23 @@ Config ConfigLoader::finish() const {
            "training pair and its end token must fit the position table",
            c.train.max_len, origin("train.max_len"), c.model.max_positions,
            origin("model.max_positions"));
+  const auto& p = c.prune;
+  const int budgets = (p.target_heads > 0) + !p.target_heads_per_type.empty() +
+                      (p.flops_fraction > 0) + (p.latency_fraction > 0);
+  if (p.method == "fisher") {
+    HC_CHECK(budgets == 1,
+             "prune.method fisher (from {}) needs exactly one budget: prune.target_heads (from "
+             "{}), prune.target_heads_per_type (from {}), prune.flops_fraction (from {}) or "
+             "prune.latency_fraction (from {}); {} are set",
+             origin("prune.method"), origin("prune.target_heads"),
+             origin("prune.target_heads_per_type"), origin("prune.flops_fraction"),
+             origin("prune.latency_fraction"), budgets);
+  } else {
+    HC_CHECK(p.target_heads_per_type.empty() && p.flops_fraction == 0 && p.latency_fraction == 0,
+             "prune.target_heads_per_type, prune.flops_fraction and prune.latency_fraction are "
+             "budgets of prune.method fisher, but prune.method is {} (from {})",
+             p.method, origin("prune.method"));
+  }
   return c;
 }
 

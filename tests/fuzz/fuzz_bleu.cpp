@@ -10,7 +10,9 @@
 
 namespace {
 
-bool in_range(double score) { return std::isfinite(score) && score >= 0 && score <= 100.0001; }
+bool in_range(double score) {
+  return std::isfinite(score) && score >= 0 && score <= 100.0001;
+}
 
 }  // namespace
 

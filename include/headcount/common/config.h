@@ -144,6 +144,19 @@ struct PruneConfig {
   double stretch_high = 1.1;
   double init_log_alpha = 3.0;
   std::string noise = "head";  // head | example
+  // "l0": the gated fine-tuning above. "fisher": Kwon et al. 2022's post-training pruning (no
+  // fine-tuning): diagonal Fisher information of each head's mask on calibration sentences, the
+  // best mask under a budget, mask rearrangement within layers, a least-squares refit of each
+  // pruned layer's output projection. Its budget is exactly one of target_heads,
+  // target_heads_per_type, flops_fraction and latency_fraction.
+  std::string method = "l0";
+  std::vector<double> target_heads_per_type;  // [enc_self, dec_self, enc_dec] heads to keep
+  double flops_fraction = 0;    // keep at most this fraction of the decoding FLOPs (0: off)
+  double latency_fraction = 0;  // ... of the decoding latency measured on this machine (0: off)
+  int calibration_sentences = 2000;  // training sentences (teacher-forced) for Fisher and refit
+  bool rearrange = true;             // mask rearrangement within each layer
+  bool reconstruct = true;           // least-squares refit of each pruned layer's W_o and bias
+  double ridge = 1e-4;  // refit ridge, relative to the mean diagonal of the layer's Gram matrix
 };
 
 struct Config {

@@ -1,0 +1,83 @@
+// Post-training head pruning with Fisher information (Kwon et al. 2022, "A Fast Post-Training
+// Pruning Framework for Transformers"), adapted to encoder-decoder translation and to heads:
+//
+//   1. calibration: teacher-forced passes over N training sentences with every head's mask m at 1;
+//      per sentence s, g_s = dL_s/dm (L_s: the sentence's summed token cross-entropy, no label
+//      smoothing). Per attention layer the Fisher block F = (1/N) sum_s g_s g_s^T ([H, H]); its
+//      diagonal scores single heads: removing a set Z costs about (1/2) 1_Z^T F 1_Z in loss.
+//   2. mask search: per attention type t, keep the k_t heads with the largest diagonal Fisher;
+//      the k_t minimise the summed diagonal Fisher of the removed heads under the budget (a head
+//      count, a count per type, or a cost per head of each type: decoding FLOPs or measured
+//      latency). Costs are uniform within a type, so the search enumerates every (k_t) exactly.
+//   3. mask rearrangement: within each layer, keep the layer's count but choose the subset that
+//      minimises 1_Z^T F_layer 1_Z over the removed set Z (the full block, exhaustively).
+//   4. reconstruction: refit each pruned layer's output projection W_o and bias b by ridge least
+//      squares, so that the layer's output from its kept heads matches the unpruned layer's on the
+//      calibration tokens (both computed from the unpruned model's activations: one pass).
+#pragma once
+
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "headcount/common/config.h"
+#include "headcount/model/transformer.h"
+#include "headcount/train/batching.h"
+#include "headcount/train/trainer.h"
+
+namespace headcount::prune {
+
+// Per attention layer with heads (key "enc_self.3", as HeadGatesImpl::key).
+struct CalibrationStats {
+  std::map<std::string, torch::Tensor> fisher;  // [H, H] double: (1/N) sum_s g_s g_s^T
+  // [H*Dh+1, H*Dh+1] double: Gram matrix of [Z, 1] over the calibration tokens (non-padding
+  // queries), Z the layer's concatenated head outputs, i.e. the input of W_o.
+  std::map<std::string, torch::Tensor> gram;
+  int64_t sentences = 0;
+  int64_t tokens = 0;  // target tokens scored
+};
+
+// One pass (forward and backward, fp32, no dropout) over `examples` in batches of at most
+// `max_tokens`. The model's head scales are cleared afterwards.
+CalibrationStats calibrate(model::Transformer& model, const std::vector<train::Example>& examples,
+                           const std::vector<model::AttentionType>& types, int64_t max_tokens,
+                           const torch::Device& device, bool with_gram);
+
+// Ridge least-squares refit of an attention layer's output projection for the kept heads:
+// minimises ||[Z_K, 1] [W_K^T; b^T] - [Z, 1] [W^T; b^T]||^2 + lambda ||W_K||^2 over the
+// calibration tokens, given only their Gram matrix `gram` of [Z, 1] ([H*Dh+1]^2); lambda =
+// `ridge` x the mean diagonal of Z_K's Gram block (the bias is not penalised). Returns the new
+// weight [D, H*Dh] (zero columns for removed heads) and bias [D], in the input's dtype.
+std::pair<torch::Tensor, torch::Tensor> refit_output_projection(const torch::Tensor& gram,
+                                                                const torch::Tensor& weight,
+                                                                const torch::Tensor& bias,
+                                                                const std::vector<bool>& keep,
+                                                                double ridge);
+
+// The budget of the mask search: keep per type at most `limit` = fixed + sum_t k_t cost[t], or
+// with `exact_total` >= 0 exactly that many heads in all, or with `exact_per_type` exactly those.
+struct SearchBudget {
+  std::map<model::AttentionType, double> cost;  // per kept head
+  double fixed = 0;
+  double limit = 0;
+  int64_t exact_total = -1;
+  std::map<model::AttentionType, int64_t> exact_per_type;
+};
+
+// Heads to keep per type: `scores[t]` holds the diagonal Fisher of every head of type t (any
+// order). Minimises the summed scores of the removed heads (each type removes its lowest). An
+// impossible budget is an error naming it.
+std::map<model::AttentionType, int64_t> search_counts(
+    const std::map<model::AttentionType, std::vector<double>>& scores, const SearchBudget& budget);
+
+// The `keep` heads of a layer minimising 1_Z^T F 1_Z over the removed set Z (exhaustive up to
+// 20,000 subsets; greedy removal beyond). Returns a keep flag per head.
+std::vector<bool> rearrange_layer(const torch::Tensor& fisher_block, int64_t keep);
+
+// `headcount prune` with prune.method fisher: writes the run folder an L0 run writes
+// (config.yaml, metrics.jsonl, head_removal.csv in the order the search removed heads,
+// pruning.json, README.md, pruned/, summary.json). A finished folder is left as it is.
+void fisher_prune_command(const Config& config, const train::TrainOptions& options);
+
+}  // namespace headcount::prune

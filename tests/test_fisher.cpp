@@ -1,0 +1,355 @@
+// Fisher post-training pruning (Kwon et al. 2022): the Fisher estimate against per-sentence
+// gradients computed one sentence at a time (and a finite difference), the least-squares refit
+// against LibTorch's lstsq and its normal equations, the mask search and the rearrangement
+// against brute force, and the `prune --method fisher` run folder.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <cmath>
+#include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "headcount/common/check.h"
+#include "headcount/common/io.h"
+#include "headcount/common/text.h"
+#include "headcount/data/vocab.h"
+#include "headcount/prune/fisher.h"
+#include "headcount/prune/head_gates.h"
+#include "headcount/train/checkpoint.h"
+#include "tiny_corpus.h"
+
+namespace headcount {
+namespace {
+
+using model::AttentionType;
+
+std::vector<train::Example> random_examples(int n, uint64_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<train::Example> out;
+  for (int i = 0; i < n; ++i) {
+    train::Example e;
+    const int ls = 2 + static_cast<int>(rng() % 6), lt = 2 + static_cast<int>(rng() % 6);
+    for (int k = 0; k < ls; ++k) e.src.push_back(4 + static_cast<int>(rng() % 16));
+    for (int k = 0; k < lt; ++k) e.tgt.push_back(4 + static_cast<int>(rng() % 16));
+    e.id = i;
+    out.push_back(e);
+  }
+  return out;
+}
+
+model::Transformer random_model() {
+  torch::manual_seed(7);
+  const ModelConfig c = small_model_config();
+  model::Transformer m(c, model::Architecture::uniform(c), 20, 20);
+  m->eval();
+  return m;
+}
+
+// The summed token cross-entropy of one sentence, with every head of every layer scaled by
+// `scales` (key -> [H]).
+torch::Tensor sentence_loss(model::Transformer& m, const train::Example& e,
+                            const std::map<std::string, torch::Tensor>& scales) {
+  for (auto type : model::kAttentionTypes) {
+    auto attns = m->attention_layers(type);
+    for (size_t i = 0; i < attns.size(); ++i)
+      attns[i]->set_head_scale(scales.at(prune::HeadGatesImpl::key(type, static_cast<int>(i))));
+  }
+  const auto b = train::collate({e}, {0}, torch::kCPU);
+  const auto logits = m->forward(b.src, b.tgt_in);
+  return torch::nll_loss(torch::log_softmax(logits.reshape({-1, logits.size(-1)}), -1),
+                         b.tgt_out.reshape(-1), {}, at::Reduction::Sum, data::kPadId);
+}
+
+TEST(Fisher, MatchesPerSentenceGradientsComputedOneSentenceAtATime) {
+  auto m = random_model();
+  const auto examples = random_examples(9, 3);
+  const std::vector<AttentionType> types(std::begin(model::kAttentionTypes),
+                                         std::end(model::kAttentionTypes));
+  // Batched (several sentences per batch, padding), per-sentence gradients through [B, H] masks.
+  const auto stats = prune::calibrate(m, examples, types, 40, torch::kCPU, false);
+  EXPECT_EQ(stats.sentences, 9);
+  ASSERT_EQ(stats.fisher.size(), 6u);  // 2 enc_self + 2 dec_self + 2 enc_dec layers
+
+  // Reference: one sentence at a time, a plain [H] mask per layer, autograd::grad.
+  std::map<std::string, torch::Tensor> ref;
+  for (const auto& [key, f] : stats.fisher) ref[key] = torch::zeros_like(f);
+  for (const auto& e : examples) {
+    std::map<std::string, torch::Tensor> scales;
+    std::vector<std::string> keys;
+    std::vector<torch::Tensor> leaves;
+    for (const auto& [key, f] : stats.fisher) {
+      scales[key] = torch::ones({f.size(0)}, torch::requires_grad());
+      keys.push_back(key);
+      leaves.push_back(scales[key]);
+    }
+    const auto loss = sentence_loss(m, e, scales);
+    const auto grads = torch::autograd::grad({loss}, leaves);
+    for (size_t i = 0; i < keys.size(); ++i) {
+      const auto g = grads[i].to(torch::kDouble);
+      ref[keys[i]] += torch::outer(g, g);
+    }
+  }
+  for (const auto& [key, f] : stats.fisher) {
+    const auto r = ref[key] / 9.0;
+    EXPECT_TRUE(torch::allclose(f, r, 1e-4, 1e-7)) << key << "\n" << f << "\n" << r;
+    EXPECT_GT(f.diagonal().sum().item<double>(), 0) << key;
+  }
+
+  // One derivative by a central difference (fp32: loose tolerance).
+  const auto& e = examples[0];
+  std::map<std::string, torch::Tensor> plus, minus, ones;
+  for (const auto& [key, f] : stats.fisher) ones[key] = torch::ones({f.size(0)});
+  plus = ones, minus = ones;
+  const double eps = 1e-2;
+  plus["dec_self.1"] = ones["dec_self.1"].clone();
+  plus["dec_self.1"][2] = 1 + eps;
+  minus["dec_self.1"] = ones["dec_self.1"].clone();
+  minus["dec_self.1"][2] = 1 - eps;
+  torch::NoGradGuard no_grad;
+  const double fd =
+      (sentence_loss(m, e, plus).item<double>() - sentence_loss(m, e, minus).item<double>()) /
+      (2 * eps);
+  std::map<std::string, torch::Tensor> scales;
+  {
+    torch::AutoGradMode on(true);
+    for (const auto& [key, f] : stats.fisher)
+      scales[key] = torch::ones({f.size(0)}, torch::requires_grad());
+    const auto loss = sentence_loss(m, e, scales);
+    const auto g = torch::autograd::grad({loss}, {scales["dec_self.1"]})[0];
+    EXPECT_NEAR(g[2].item<double>(), fd, 2e-3 + 0.02 * std::abs(fd));
+  }
+}
+
+TEST(Fisher, RefitIsTheLeastSquaresSolutionAndReproducesAnUnprunedLayer) {
+  torch::manual_seed(11);
+  const int64_t n = 300, heads = 4, dh = 3, d = 5;
+  const auto z = torch::randn({n, heads * dh}, torch::kDouble);
+  const auto w = torch::randn({d, heads * dh}, torch::kDouble);
+  const auto b = torch::randn({d}, torch::kDouble);
+  const auto y = z.matmul(w.t()) + b;
+  const auto x_full = torch::cat({z, torch::ones({n, 1}, torch::kDouble)}, 1);
+  const auto gram = x_full.t().matmul(x_full);
+
+  // Nothing removed, no ridge: the layer itself.
+  {
+    auto [w2, b2] = prune::refit_output_projection(gram, w, b, {true, true, true, true}, 0.0);
+    EXPECT_TRUE(torch::allclose(w2, w, 1e-9, 1e-9));
+    EXPECT_TRUE(torch::allclose(b2, b, 1e-9, 1e-9));
+  }
+  // Head 1 removed: the least-squares fit of y from the kept heads' outputs and a constant.
+  const std::vector<bool> keep = {true, false, true, true};
+  std::vector<int64_t> cols;
+  for (int64_t h = 0; h < heads; ++h)
+    if (keep[static_cast<size_t>(h)])
+      for (int64_t k = 0; k < dh; ++k) cols.push_back(h * dh + k);
+  const auto zk = z.index_select(1, torch::tensor(cols));
+  const auto x = torch::cat({zk, torch::ones({n, 1}, torch::kDouble)}, 1);
+  const auto expected = std::get<0>(torch::linalg_lstsq(x, y, {}, {}));  // [10, d]
+  auto [w2, b2] = prune::refit_output_projection(gram, w, b, keep, 0.0);
+  EXPECT_TRUE(torch::allclose(w2.index_select(1, torch::tensor(cols)), expected.slice(0, 0, 9).t(),
+                              1e-8, 1e-8));
+  EXPECT_TRUE(torch::allclose(b2, expected[9], 1e-8, 1e-8));
+  EXPECT_EQ(w2.slice(1, dh, 2 * dh).abs().max().item<double>(), 0.0);  // removed head's columns
+  // Optimality: the residual is orthogonal to every kept input and to the constant.
+  const auto pred = z.matmul(w2.t()) + b2;
+  EXPECT_LT((x.t().matmul(pred - y)).abs().max().item<double>(), 1e-7);
+  // With a ridge: the normal equations with lambda on the weights only.
+  const double ridge = 0.05;
+  auto [w3, b3] = prune::refit_output_projection(gram, w, b, keep, ridge);
+  const double lambda = ridge * zk.pow(2).sum(0).mean().item<double>();
+  const auto pred3 = z.matmul(w3.t()) + b3;
+  auto reg = torch::cat(
+      {w3.index_select(1, torch::tensor(cols)).t(), torch::zeros({1, d}, torch::kDouble)}, 0);
+  EXPECT_LT((x.t().matmul(pred3 - y) + lambda * reg).abs().max().item<double>(), 1e-7);
+  // Every head removed: the mean output.
+  auto [w4, b4] = prune::refit_output_projection(gram, w, b, {false, false, false, false}, 0.0);
+  EXPECT_TRUE(torch::allclose(b4, y.mean(0), 1e-9, 1e-9));
+  EXPECT_EQ(w4.abs().max().item<double>(), 0.0);
+}
+
+TEST(Fisher, SearchFindsTheCheapestRemovalUnderEachBudgetByBruteForce) {
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  const std::map<AttentionType, int> sizes = {
+      {AttentionType::kEncSelf, 4}, {AttentionType::kDecSelf, 3}, {AttentionType::kEncDec, 5}};
+  std::map<AttentionType, std::vector<double>> scores;
+  std::vector<std::pair<AttentionType, double>> flat;
+  for (const auto& [t, n] : sizes)
+    for (int i = 0; i < n; ++i) {
+      scores[t].push_back(u(rng));
+      flat.emplace_back(t, scores[t].back());
+    }
+  prune::SearchBudget budget;
+  budget.cost = {{AttentionType::kEncSelf, 1.0},
+                 {AttentionType::kDecSelf, 2.5},
+                 {AttentionType::kEncDec, 1.7}};
+  budget.fixed = 3.0;
+  for (double limit : {3.0, 6.0, 10.0, 14.0, 40.0}) {
+    budget.limit = limit;
+    // Brute force over every subset of the 12 heads.
+    double best = std::numeric_limits<double>::infinity();
+    for (int mask = 0; mask < (1 << flat.size()); ++mask) {
+      double cost = budget.fixed, loss = 0;
+      for (size_t i = 0; i < flat.size(); ++i) {
+        if (mask & (1 << i))
+          cost += budget.cost.at(flat[i].first);
+        else
+          loss += flat[i].second;
+      }
+      if (cost <= limit) best = std::min(best, loss);
+    }
+    const auto k = prune::search_counts(scores, budget);
+    double loss = 0, cost = budget.fixed;
+    for (const auto& [t, s] : scores) {
+      auto sorted = s;
+      std::sort(sorted.begin(), sorted.end());
+      for (size_t i = 0; i < sorted.size() - static_cast<size_t>(k.at(t)); ++i) loss += sorted[i];
+      cost += static_cast<double>(k.at(t)) * budget.cost.at(t);
+    }
+    EXPECT_LE(cost, limit);
+    EXPECT_NEAR(loss, best, 1e-12) << "limit " << limit;
+  }
+  // Exactly N heads in all: the N largest scores, whatever their type.
+  prune::SearchBudget exact;
+  exact.exact_total = 5;
+  const auto k = prune::search_counts(scores, exact);
+  auto all = flat;
+  std::sort(all.begin(), all.end(), [](auto& a, auto& b) { return a.second > b.second; });
+  std::map<AttentionType, int64_t> expected;
+  for (const auto& [t, n] : sizes) expected[t] = 0;
+  for (int i = 0; i < 5; ++i) ++expected[all[static_cast<size_t>(i)].first];
+  EXPECT_EQ(k, expected);
+  // A budget below the fixed cost is an error, not an empty model.
+  budget.limit = 1.0;
+  EXPECT_NE(testing::error_of([&] {
+              prune::search_counts(scores, budget);
+            }).find("no choice of heads meets the budget"),
+            std::string::npos);
+}
+
+TEST(Fisher, RearrangementFindsTheBestSubsetOfALayer) {
+  torch::manual_seed(3);
+  const auto a = torch::randn({6, 20}, torch::kDouble);
+  const auto block = a.matmul(a.t()) / 20;  // a Fisher block is a Gram matrix: PSD
+  for (int64_t keep = 0; keep <= 6; ++keep) {
+    const auto got = prune::rearrange_layer(block, keep);
+    EXPECT_EQ(std::count(got.begin(), got.end(), true), keep);
+    auto loss = [&](int mask) {
+      double s = 0;
+      for (int i = 0; i < 6; ++i)
+        for (int j = 0; j < 6; ++j)
+          if (!(mask & (1 << i)) && !(mask & (1 << j))) s += block[i][j].item<double>();
+      return s;
+    };
+    double best = std::numeric_limits<double>::infinity();
+    for (int mask = 0; mask < 64; ++mask)
+      if (__builtin_popcount(mask) == keep) best = std::min(best, loss(mask));
+    int got_mask = 0;
+    for (int i = 0; i < 6; ++i) got_mask |= got[static_cast<size_t>(i)] ? (1 << i) : 0;
+    EXPECT_NEAR(loss(got_mask), best, 1e-12) << "keep " << keep;
+  }
+  // Too many subsets for the exhaustive search (24 choose 12): greedy, still the right count.
+  const auto big = torch::eye(24, torch::kDouble);
+  const auto got = prune::rearrange_layer(big, 12);
+  EXPECT_EQ(std::count(got.begin(), got.end(), true), 12);
+}
+
+TEST(Fisher, CalibrationGramRefitsAnUnprunedLayerToItself) {
+  auto m = random_model();
+  const auto examples = random_examples(40, 9);
+  const auto stats = prune::calibrate(m, examples, {AttentionType::kEncDec}, 80, torch::kCPU, true);
+  const auto attn = m->attention_layers(AttentionType::kEncDec)[1];
+  const auto& gram = stats.gram.at("enc_dec.1");
+  // The Gram's constant corner counts the decoder's non-padding query tokens.
+  int64_t tokens = 0;
+  for (const auto& e : examples) tokens += static_cast<int64_t>(e.tgt.size()) + 1;
+  EXPECT_EQ(gram[-1][-1].item<double>(), static_cast<double>(tokens));
+  auto [w, b] = prune::refit_output_projection(gram, attn->out_proj_weight, attn->out_proj_bias,
+                                               {true, true, true, true}, 0.0);
+  EXPECT_TRUE(torch::allclose(w, attn->out_proj_weight, 1e-4, 1e-5));
+  EXPECT_TRUE(torch::allclose(b, attn->out_proj_bias, 1e-4, 1e-5));
+}
+
+TEST(Fisher, PruneCommandWritesTheRunFolderOfAnL0Run) {
+  testing::TempDir dir;
+  const auto base = train_tiny_model(dir, 40);
+  Config c = tiny_run_config(dir, 64);
+  c.prune.method = "fisher";
+  c.prune.init_from = base.string();
+  c.prune.target_heads = 3;  // of 6 (1+1 layers of 2 heads, three types)
+  c.prune.calibration_sentences = 32;
+  c.train.eval_max_sentences = 8;
+  train::TrainOptions o;
+  o.run_dir = dir / "fisher";
+  o.init_from = base;
+  fs::create_directories(o.run_dir);
+  prune::fisher_prune_command(c, o);
+  const auto info = train::read_checkpoint_info(o.run_dir / "pruned");
+  EXPECT_EQ(info.architecture.total(AttentionType::kEncSelf) +
+                info.architecture.total(AttentionType::kDecSelf) +
+                info.architecture.total(AttentionType::kEncDec),
+            3);
+  const auto rows = io::read_lines(o.run_dir / "head_removal.csv");
+  ASSERT_EQ(rows.size(), 7u);
+  EXPECT_EQ(rows[0], "attention,layer,head,removal_step,fisher,kept,dev_bleu_at_removal");
+  int ranked = 0;
+  for (size_t i = 1; i < rows.size(); ++i) ranked += text::split(rows[i], ',')[3].empty() ? 0 : 1;
+  EXPECT_EQ(ranked, 3);
+  const auto p = nlohmann::json::parse(io::read_file(o.run_dir / "pruning.json"));
+  EXPECT_EQ(p["method"], "fisher");
+  EXPECT_EQ(p["heads_before_e_d_de"], "2/2/2");
+  EXPECT_LT(p["parameters_after"].get<int64_t>(), p["parameters_before"].get<int64_t>());
+  EXPECT_LT(p["decode_flops_fraction"].get<double>(), 1.0);
+  EXPECT_TRUE(fs::exists(o.run_dir / "summary.json"));
+  EXPECT_TRUE(fs::exists(o.run_dir / "README.md"));
+  // The pruned model loads and decodes.
+  auto pruned = train::load_model(info, torch::kCPU);
+  EXPECT_GT(pruned->parameters().size(), 0u);
+  // A second call finds the run finished and leaves it alone.
+  const auto stamp = fs::last_write_time(o.run_dir / "pruning.json");
+  prune::fisher_prune_command(c, o);
+  EXPECT_EQ(fs::last_write_time(o.run_dir / "pruning.json"), stamp);
+
+  // A FLOPs budget: the pruned model's predicted decoding FLOPs stay within it.
+  c.prune.target_heads = 0;
+  c.prune.flops_fraction = 0.9;
+  c.prune.reconstruct = false;
+  o.run_dir = dir / "fisher-flops";
+  fs::create_directories(o.run_dir);
+  prune::fisher_prune_command(c, o);
+  const auto q = nlohmann::json::parse(io::read_file(o.run_dir / "pruning.json"));
+  EXPECT_LE(q["decode_flops_fraction"].get<double>(), 0.9 + 1e-9);
+  EXPECT_EQ(q["layers_refit"].get<int>(), 0);
+}
+
+TEST(Fisher, BudgetsAreCheckedWhenTheConfigLoads) {
+  auto load = [](const std::vector<std::string>& sets) {
+    ConfigLoader l;
+    for (const auto& s : sets) l.apply_set(s);
+    l.finish();
+  };
+  EXPECT_NE(
+      testing::error_of([&] { load({"prune.method=fisher"}); }).find("needs exactly one budget"),
+      std::string::npos);
+  EXPECT_NE(testing::error_of([&] {
+              load({"prune.method=fisher", "prune.target_heads=10", "prune.flops_fraction=0.5"});
+            }).find("2 are set"),
+            std::string::npos);
+  EXPECT_NE(testing::error_of([&] {
+              load({"prune.flops_fraction=0.5"});
+            }).find("budgets of prune.method fisher"),
+            std::string::npos);
+  EXPECT_NE(testing::error_of([&] {
+              load({"prune.method=fisher", "prune.target_heads_per_type=[4, 4]"});
+            }).find("three head counts"),
+            std::string::npos);
+  EXPECT_EQ(testing::error_of([&] {
+              load({"prune.method=fisher", "prune.target_heads_per_type=[4, 48, 48]"});
+            }),
+            "(no error)");
+}
+
+}  // namespace
+}  // namespace headcount
