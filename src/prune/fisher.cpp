@@ -267,6 +267,7 @@ class FisherRun : public train::Trainer {
 
  private:
   std::vector<std::vector<int>> latency_sources() const;
+  // Seconds per output token of decoding `sources`.
   double decode_seconds(model::Transformer& m, const std::vector<std::vector<int>>& sources);
 };
 
@@ -282,8 +283,14 @@ double FisherRun::decode_seconds(model::Transformer& m,
   m->eval();
   auto options = decode::SearchOptions::from(config_.decode);
   const auto t = Clock::now();
-  decode::translate_ids(m, sources, options, config_.decode.batch_size, device_);
-  return seconds_since(t);
+  const auto out = decode::translate_ids(m, sources, options, config_.decode.batch_size, device_);
+  const double seconds = seconds_since(t);
+  // Per output token: a model without a whole attention type writes outputs of other lengths
+  // (measured: the Bible baseline without decoder self-attention writes longer ones), which
+  // would otherwise read as a cost of the type's heads.
+  size_t tokens = 0;
+  for (const auto& o : out) tokens += o.size() + 1;
+  return seconds / static_cast<double>(std::max<size_t>(tokens, 1));
 }
 
 double median(std::vector<double> v) {
@@ -430,10 +437,29 @@ void FisherRun::run_fisher() {
         full_t.push_back(decode_seconds(model_, sources));
         for (auto& [type, m] : variants) var_t[type].push_back(decode_seconds(m, sources));
       }
+      // Seconds per output token, scaled to the full model's output.
+      size_t full_tokens = 0;
+      {
+        auto options = decode::SearchOptions::from(config_.decode);
+        for (const auto& o :
+             decode::translate_ids(model_, sources, options, config_.decode.batch_size, device_))
+          full_tokens += o.size() + 1;
+      }
+      for (auto& x : full_t) x *= static_cast<double>(full_tokens);
+      for (auto& [type, v] : var_t)
+        for (auto& x : v) x *= static_cast<double>(full_tokens);
       total = median(full_t);
       for (auto type : types) without[type] = median(var_t[type]);
+      for (auto type : types)
+        if (without[type] >= total)
+          log::warn(
+              "fisher: decoding without the {} heads measured no faster ({:.3f} s against "
+              "{:.3f} s): their latency cost is taken as 0",
+              model::attention_name(type), without[type], total);
       latency_json = {{"sentences", sources.size()},
                       {"beam", config_.decode.beam},
+                      {"full_output_tokens", full_tokens},
+                      {"note", "seconds per output token x the full model's output tokens"},
                       {"full_seconds", total},
                       {"full_seconds_runs", full_t}};
       for (auto type : types)
