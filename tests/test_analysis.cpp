@@ -243,6 +243,16 @@ TEST(Analyzer, BleuMatchesEvalAndMaskingEverythingHurts) {
   ASSERT_EQ(js.sizes(), (std::vector<int64_t>{2, 2}));
   EXPECT_NEAR(js[0][0].item<double>(), 0.0, 1e-9);
   EXPECT_GT(js[0][1].item<double>(), 0.0);
+  // LRP relevance: per layer (two heads each here) the shares are a partition of the layer's.
+  const auto rel = an.relevance(0.01);
+  ASSERT_EQ(rel.share.size(), 6u);
+  for (size_t i = 0; i < 6; i += 2) {
+    EXPECT_EQ(an.heads()[i].layer, an.heads()[i + 1].layer);
+    EXPECT_NEAR(rel.share[i] + rel.share[i + 1], 1.0, 1e-9) << an.heads()[i].label();
+  }
+  EXPECT_GT(rel.sentences, 0);
+  EXPECT_GT(rel.tokens, rel.sentences);
+  EXPECT_TRUE(std::isfinite(rel.source_share) && std::isfinite(rel.reached_inputs));
 }
 
 }  // namespace

@@ -935,6 +935,12 @@ retrain:
   EXPECT_DOUBLE_EQ(cmp["bleu_l0_heads_masked_no_finetuning"].get<double>(),
                    cmp["bleu_michel_same_counts_masked_no_finetuning"].get<double>());
   EXPECT_NE(rep3.analysis_markdown.find("| lambda-0.0 |"), std::string::npos);
+  // LRP relevance of the starting model against each run's removal order.
+  EXPECT_NE(rows[0].find(",spearman_lrp_removal,"), std::string::npos) << rows[0];
+  const auto rel =
+      nlohmann::json::parse(io::read_file(o.out / "lambda-100.0" / "analysis" / "relevance.json"));
+  EXPECT_EQ(rel["sentences"], 8);
+  EXPECT_EQ(io::read_lines(o.out / "lambda-100.0" / "analysis" / "relevance.csv").size(), 7u);
 }
 
 }  // namespace

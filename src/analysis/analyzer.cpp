@@ -1,13 +1,21 @@
 #include "headcount/analysis/analyzer.h"
 
+#include "headcount/analysis/relevance.h"
+
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cmath>
 #include <map>
+#include <tuple>
 
 #include "headcount/common/check.h"
+#include "headcount/common/io.h"
+#include "headcount/common/log.h"
 #include "headcount/common/precision.h"
 #include "headcount/common/runtime.h"
+#include "headcount/common/text.h"
 #include "headcount/data/corpus.h"
 #include "headcount/data/vocab.h"
 #include "headcount/decode/search.h"
@@ -341,6 +349,106 @@ SyntaxResult Analyzer::syntax(const std::vector<DepSentence>& parses) {
     }
   }
   for (auto& l : layers) l->set_record(false);
+  return r;
+}
+
+RemovalOrder read_removal_order(const fs::path& run, const std::vector<HeadId>& heads,
+                                const std::string& checkpoint) {
+  std::map<std::tuple<int, int64_t, int64_t>, size_t> index;
+  for (size_t i = 0; i < heads.size(); ++i)
+    index[{static_cast<int>(heads[i].type), heads[i].layer, heads[i].head}] = i;
+  const fs::path file = run / "head_removal.csv";
+  const auto rows = io::read_lines(file);
+  RemovalOrder r;
+  std::vector<bool> is_kept;
+  for (size_t i = 1; i < rows.size(); ++i) {
+    const auto f = text::split(rows[i], ',');
+    HC_CHECK(f.size() >= 4, "{} line {}: expected attention,layer,head,removal_step,...",
+             file.string(), i + 1);
+    auto t = model::AttentionType::kEncSelf;
+    int64_t layer = 0, head = 0;
+    double step = -1;
+    try {
+      t = model::attention_from_name(f[0]);
+      layer = std::stoll(f[1]);
+      head = std::stoll(f[2]);
+      if (!f[3].empty()) step = std::stod(f[3]);
+    } catch (const std::exception& e) {
+      throw Error(fmt::format("{} line {}: expected attention,layer,head,removal_step,... ({})",
+                              file.string(), i + 1, e.what()));
+    }
+    const auto it = index.find({static_cast<int>(t), layer, head});
+    HC_CHECK(it != index.end(),
+             "{}: {} layer {} head {} is not in {} (give the checkpoint the run started from)",
+             file.string(), f[0], layer, head, checkpoint);
+    r.gated.push_back(it->second);
+    r.step.push_back(step);
+    if (step >= 0) r.removed.push_back(heads[it->second]), r.last = std::max(r.last, step);
+  }
+  for (auto& s : r.step)
+    if (s < 0) s = r.last + 1;  // kept: after every removal
+  return r;
+}
+
+RelevanceResult Analyzer::relevance(double eps) {
+  auto& st = *s_;
+  torch::NoGradGuard no_grad;
+  const auto& arch = st.model->architecture();
+  // Sums per (type, layer): shares [H] with the number of tokens they were taken over, raw [H].
+  std::map<std::pair<int, int64_t>, torch::Tensor> share, raw;
+  std::map<std::pair<int, int64_t>, double> counted;
+  double src_sum = 0, input_sum = 0, reached = 0;
+  RelevanceResult r;
+  const auto started = std::chrono::steady_clock::now();
+  for (size_t i = 0; i < st.examples.size(); ++i) {
+    const auto b = train::collate(st.examples, {static_cast<int64_t>(i)}, st.device);
+    const auto tr = propagate_relevance(*st.model, b.src[0], b.tgt_in[0], eps);
+    const auto top = tr.top.to(torch::kDouble).cpu();
+    for (auto t : model::kAttentionTypes) {
+      const auto& layers = tr.heads[static_cast<int>(t)];
+      for (size_t l = 0; l < layers.size(); ++l) {
+        if (arch.heads(t)[l] == 0) continue;
+        const auto h = layers[l].to(torch::kDouble).cpu();  // [N, H]
+        const auto layer_sum = h.sum(1, true);              // [N, 1]
+        // Tokens whose heads' relevance cancels out have no meaningful shares.
+        const auto valid = layer_sum.abs().squeeze(1) > 1e-9 * top.abs();
+        const std::pair<int, int64_t> key{static_cast<int>(t), static_cast<int64_t>(l)};
+        const auto s = (h.index({valid}) / layer_sum.index({valid})).sum(0);
+        if (!share.count(key)) {
+          share[key] = torch::zeros_like(s);
+          raw[key] = torch::zeros_like(s);
+        }
+        share[key] += s;
+        raw[key] += h.sum(0);
+        counted[key] += valid.sum().item<double>();
+      }
+    }
+    const double src_in = tr.src_input.to(torch::kDouble).sum().item<double>();
+    const double all_in = src_in + tr.tgt_input.to(torch::kDouble).sum().item<double>();
+    src_sum += src_in;
+    input_sum += all_in;
+    reached += all_in / std::max(1e-12, top.sum().item<double>());
+    r.tokens += tr.top.size(0);
+    ++r.sentences;
+    if ((i + 1) % 100 == 0 || i + 1 == st.examples.size()) {
+      const double secs =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+      log::info("relevance: {}/{} sentences ({:.1f} sentences/s)", i + 1, st.examples.size(),
+                (i + 1) / std::max(secs, 1e-9));
+    }
+  }
+  for (const auto& h : st.heads) {
+    const std::pair<int, int64_t> key{static_cast<int>(h.type), h.layer};
+    const auto it = share.find(key);
+    const double n = counted[key];
+    r.share.push_back(it == share.end() || n == 0 ? std::nan("")
+                                                  : it->second[h.head].item<double>() / n);
+    r.raw.push_back(it == share.end() || r.tokens == 0
+                        ? std::nan("")
+                        : raw[key][h.head].item<double>() / static_cast<double>(r.tokens));
+  }
+  r.source_share = input_sum != 0 ? src_sum / input_sum : std::nan("");
+  r.reached_inputs = r.sentences > 0 ? reached / static_cast<double>(r.sentences) : std::nan("");
   return r;
 }
 

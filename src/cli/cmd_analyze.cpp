@@ -327,6 +327,122 @@ void run_cluster(const AnalyzeArgs& a) {
   std::printf("wrote %s/{js_*.csv,mds.csv} and plots\n", out.c_str());
 }
 
+// LRP head relevance (Voita et al. 2019 §4) beside confidence, I_h and (with a prune run) the
+// removal order.
+void run_relevance(const AnalyzeArgs& a, double eps, const std::string& run_dir) {
+  analysis::Analyzer an(a.options);
+  const fs::path out = a.out;
+  fs::create_directories(out);
+  const auto& heads = an.heads();
+  std::optional<analysis::RemovalOrder> order;
+  if (!run_dir.empty())
+    order = analysis::read_removal_order(run_dir, heads, a.options.checkpoint.string());
+  const auto rel = an.relevance(eps);
+  const auto stats = an.head_stats();
+  const auto imp = an.importance(false);
+  std::vector<double> conf, step(heads.size(), std::nan(""));
+  for (const auto& s : stats) conf.push_back(s.confidence());
+  if (order)
+    for (size_t k = 0; k < order->gated.size(); ++k) step[order->gated[k]] = order->step[k];
+  // Spearman over the heads of one type (or all), skipping heads without a value.
+  auto rho = [&](const std::vector<double>& other, std::optional<AttentionType> type) {
+    std::vector<double> x, y;
+    for (size_t i = 0; i < heads.size(); ++i) {
+      if (type && heads[i].type != *type) continue;
+      if (std::isnan(rel.share[i]) || std::isnan(other[i])) continue;
+      x.push_back(rel.share[i]);
+      y.push_back(other[i]);
+    }
+    return x.size() >= 3 ? nlohmann::ordered_json(analysis::spearman(x, y))
+                         : nlohmann::ordered_json(nullptr);
+  };
+  auto rhos = [&](const std::vector<double>& other) {
+    nlohmann::ordered_json j;
+    j["all"] = rho(other, std::nullopt);
+    for (auto t : model::kAttentionTypes) j[model::attention_name(t)] = rho(other, t);
+    return j;
+  };
+  std::string csv =
+      fmt::format("attention,layer,head,relevance,raw_relevance,confidence,importance{}\n",
+                  order ? ",removal_step,kept" : "");
+  for (size_t i = 0; i < heads.size(); ++i) {
+    csv += fmt::format("{},{:.6g},{:.6g},{:.4f},{:.6g}", head_cols(heads[i]), rel.share[i],
+                       rel.raw[i], conf[i], imp[i]);
+    if (order) {
+      if (std::isnan(step[i]))
+        csv += ",,";
+      else if (step[i] > order->last)
+        csv += ",,1";
+      else
+        csv += fmt::format(",{:g},0", step[i]);
+    }
+    csv += "\n";
+  }
+  io::write_file_atomic(out / "relevance.csv", csv);
+  plot::heatmaps(out / "relevance.png",
+                 "LRP head relevance (share of the layer's head relevance to the top-1 logit)",
+                 panels(an, rel.share), "relevance");
+  nlohmann::ordered_json j;
+  j["checkpoint"] = a.options.checkpoint.string();
+  j["split"] = a.options.split;
+  j["sentences"] = rel.sentences;
+  j["target_tokens"] = rel.tokens;
+  j["epsilon"] = eps;
+  j["source_share_of_input_relevance"] = rel.source_share;
+  j["top_logit_share_reaching_embeddings"] = rel.reached_inputs;
+  j["spearman_relevance_vs_confidence"] = rhos(conf);
+  j["spearman_relevance_vs_importance"] = rhos(imp);
+  if (order) {
+    j["run"] = run_dir;
+    j["spearman_relevance_vs_removal_step"] = rhos(step);
+    // Mean relevance of the heads L0 kept and of those it removed, per attention type.
+    nlohmann::ordered_json kr;
+    for (auto t : model::kAttentionTypes) {
+      double ks = 0, rs = 0;
+      int kn = 0, rn = 0;
+      for (size_t k = 0; k < order->gated.size(); ++k) {
+        const size_t i = order->gated[k];
+        if (heads[i].type != t || std::isnan(rel.share[i])) continue;
+        if (order->kept(k)) {
+          ks += rel.share[i];
+          ++kn;
+        } else {
+          rs += rel.share[i];
+          ++rn;
+        }
+      }
+      if (kn + rn == 0) continue;
+      kr[model::attention_name(t)] = {
+          {"kept", kn},
+          {"removed", rn},
+          {"mean_relevance_kept", kn ? nlohmann::ordered_json(ks / kn) : nullptr},
+          {"mean_relevance_removed", rn ? nlohmann::ordered_json(rs / rn) : nullptr}};
+    }
+    j["kept_vs_removed"] = kr;
+  }
+  io::write_file_atomic(out / "relevance.json", j.dump(2) + "\n");
+  auto show = [](const nlohmann::ordered_json& v) {
+    return v.is_number() ? fmt::format("{:+.3f}", v.get<double>()) : std::string("-");
+  };
+  std::printf("LRP head relevance over %lld target tokens (%lld %s sentences, eps %g)\n",
+              static_cast<long long>(rel.tokens), static_cast<long long>(rel.sentences),
+              a.options.split.c_str(), eps);
+  std::printf(
+      "  source share of the input relevance %.3f; top logit reaching the embeddings %.3f\n",
+      rel.source_share, rel.reached_inputs);
+  std::printf("  Spearman with relevance   %-10s %-10s %-10s %-10s\n", "all", "enc_self",
+              "dec_self", "enc_dec");
+  auto line = [&](const char* what, const nlohmann::ordered_json& r) {
+    std::printf("  %-25s %-10s %-10s %-10s %-10s\n", what, show(r["all"]).c_str(),
+                show(r["enc_self"]).c_str(), show(r["dec_self"]).c_str(),
+                show(r["enc_dec"]).c_str());
+  };
+  line("confidence", j["spearman_relevance_vs_confidence"]);
+  line("importance I_h", j["spearman_relevance_vs_importance"]);
+  if (order) line("removal step", j["spearman_relevance_vs_removal_step"]);
+  std::printf("wrote %s/{relevance.csv,relevance.json} and plots\n", out.c_str());
+}
+
 // L0 pruning (a prune run) against Michel et al.'s importance pruning at equal head counts, and
 // where the heads that I_h and confidence rank highest stand in the run's removal order.
 void run_compare(const AnalyzeArgs& a, const std::string& run_dir, bool finetune,
@@ -335,31 +451,12 @@ void run_compare(const AnalyzeArgs& a, const std::string& run_dir, bool finetune
   const fs::path out = a.out, run = run_dir;
   fs::create_directories(out);
   const auto& heads = an.heads();
-  std::map<std::tuple<int, int64_t, int64_t>, size_t> index;
-  for (size_t i = 0; i < heads.size(); ++i)
-    index[{static_cast<int>(heads[i].type), heads[i].layer, heads[i].head}] = i;
   // The run's removal steps (gated heads only; kept heads come last in the order).
-  const auto rows = io::read_lines(run / "head_removal.csv");
-  std::vector<size_t> gated;
-  std::vector<double> removal;
-  std::vector<HeadId> removed;
-  double last = 0;
-  for (size_t i = 1; i < rows.size(); ++i) {
-    const auto f = text::split(rows[i], ',');
-    HC_CHECK(f.size() >= 4, "{} line {}: expected attention,layer,head,removal_step,...",
-             (run / "head_removal.csv").string(), i + 1);
-    const auto t = model::attention_from_name(f[0]);
-    const auto it = index.find({static_cast<int>(t), std::stoll(f[1]), std::stoll(f[2])});
-    HC_CHECK(it != index.end(),
-             "{}: {} layer {} head {} is not in {} (give the checkpoint the "
-             "run started from)",
-             (run / "head_removal.csv").string(), f[0], f[1], f[2], a.options.checkpoint.string());
-    gated.push_back(it->second);
-    removal.push_back(f[3].empty() ? -1 : std::stod(f[3]));
-    if (!f[3].empty()) removed.push_back(heads[it->second]), last = std::max(last, std::stod(f[3]));
-  }
-  for (auto& r : removal)
-    if (r < 0) r = last + 1;  // kept: after every removal
+  const auto order_ = analysis::read_removal_order(run, heads, a.options.checkpoint.string());
+  const auto& gated = order_.gated;
+  const auto& removal = order_.step;
+  const auto& removed = order_.removed;
+  const double last = order_.last;
   const auto score = an.importance(a.normalize);
   const auto stats = an.head_stats();
   // Michel: within each gated type, mask the least important heads, as many as L0 removed.
@@ -464,7 +561,8 @@ void run_compare(const AnalyzeArgs& a, const std::string& run_dir, bool finetune
 
 void add_analyze_command(CLI::App& app) {
   auto* cmd = app.add_subcommand(
-      "analyze", "Head analyses of a checkpoint: importance, ablate, heads, compare, cluster");
+      "analyze",
+      "Head analyses of a checkpoint: importance, ablate, heads, relevance, compare, cluster");
   cmd->require_subcommand(1);
   auto imp = std::make_shared<AnalyzeArgs>();
   auto* i =
@@ -510,6 +608,21 @@ void add_analyze_command(CLI::App& app) {
       "cluster", "Jensen-Shannon distances between heads and their 2-D classical MDS embedding");
   add_common(c, *cl);
   c->callback([cl] { run_cluster(*cl); });
+  auto rl = std::make_shared<AnalyzeArgs>();
+  auto rl_eps = std::make_shared<double>(0.01);
+  auto rl_run = std::make_shared<std::string>();
+  auto* r = cmd->add_subcommand(
+      "relevance",
+      "Layer-wise relevance propagation (epsilon rule): each head's share of its layer's "
+      "relevance to the top-1 logit, against confidence, I_h and a prune run's removal order");
+  add_common(r, *rl);
+  r->add_option("--epsilon", *rl_eps, "The epsilon rule's stabiliser")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  r->add_option("--run", *rl_run,
+                "A prune run started from --checkpoint: correlate with its removal order")
+      ->check(CLI::ExistingDirectory);
+  r->callback([rl, rl_eps, rl_run] { run_relevance(*rl, *rl_eps, *rl_run); });
   auto cmp = std::make_shared<AnalyzeArgs>();
   auto run = std::make_shared<std::string>();
   auto* k = cmd->add_subcommand(

@@ -56,8 +56,8 @@ bool heatmaps(const fs::path& png, const std::string& title, const std::vector<P
                     360 * panels.size() + 80);
   gp += fmt::format("set output {}\n", quote(png));
   // The colour's meaning goes into the title: a colour-box label would run into the next panel.
-  gp += fmt::format("set multiplot layout 1,{} title '{} (colour: {})'\n", panels.size(), title,
-                    colour_label);
+  gp += fmt::format("set multiplot layout 1,{} title {}\n", panels.size(),
+                    quote(fmt::format("{} (colour: {})", title, colour_label)));
   gp += fmt::format("set cbrange [{}:{}]\n", lo, hi);
   gp += fmt::format("set palette {}\nset datafile missing 'NaN'\n", scale.palette);
   gp += "set xlabel 'head'\nset ylabel 'layer'\nset tics out\nset xtics 1\nset ytics 1\n";
@@ -77,8 +77,9 @@ bool heatmaps(const fs::path& png, const std::string& title, const std::vector<P
       m += fmt::format("{}\n", fmt::join(cells, " "));
     }
     io::write_file_atomic(dat, m);
-    gp += fmt::format("set title '{}'\nset xrange [-0.5:{}.5]\nset yrange [-0.5:{}.5]\n", p.title,
-                      width == 0 ? 0 : width - 1, p.values.empty() ? 0 : p.values.size() - 1);
+    gp += fmt::format("set title {}\nset xrange [-0.5:{}.5]\nset yrange [-0.5:{}.5]\n",
+                      quote(p.title), width == 0 ? 0 : width - 1,
+                      p.values.empty() ? 0 : p.values.size() - 1);
     gp += fmt::format("plot {} matrix with image\n", quote(dat));
   }
   gp += "unset multiplot\n";

@@ -281,18 +281,20 @@ std::string analysis_section(const ReportOptions& o, const Report& r) {
   std::string csv =
       "run,heads_kept,kept_positional,kept_syntactic,kept_rare_token,kept_none,"
       "spearman_importance_removal,"
-      "spearman_confidence_removal,bleu_full,bleu_l0_masked,bleu_importance_masked\n";
+      "spearman_confidence_removal,spearman_lrp_removal,bleu_full,bleu_l0_masked,"
+      "bleu_importance_masked\n";
   std::string md = fmt::format(
       "\nAnalysis ({} {} sentences, greedy): the kept heads by function (as `headcount analyze "
       "heads` names them; a head can have several functions; syntactic needs `--conllu`), "
-      "Spearman's correlation of I_h and of confidence with the removal order, "
+      "Spearman's correlation of I_h, of confidence and of LRP relevance (`headcount analyze "
+      "relevance`) with the removal order, "
       "and BLEU of the starting model with L0's removed heads masked against as many "
       "least-important (I_h) heads masked, no fine-tuning.\n\n",
       n, split);
   md +=
       "| run | heads kept | positional / syntactic / rare-token / none | rho(I_h) | "
-      "rho(confidence) | start BLEU | L0 heads masked | I_h heads masked |\n"
-      "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n";
+      "rho(confidence) | rho(LRP) | start BLEU | L0 heads masked | I_h heads masked |\n"
+      "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n";
   std::vector<std::pair<int64_t, std::map<std::string, int>>> figure;  // heads kept -> functions
   for (const auto& row : r.rows) {
     const fs::path run = o.dir / row.name;
@@ -318,6 +320,19 @@ std::string analysis_section(const ReportOptions& o, const Report& r) {
                    split, "--sentences", n, "--out", adir.string()},
                   adir / "analyze.log");
     }
+    if (!fs::exists(adir / "relevance.json")) {
+      const auto init = load_config_file(run / "config.yaml").prune.init_from;
+      log::info("report: LRP head relevance of {} against {}'s removal order", init, row.name);
+      run_command(o.executable,
+                  {"analyze", "relevance", "--checkpoint", init, "--run", run.string(), "--split",
+                   split, "--sentences", n, "--out", adir.string()},
+                  adir / "analyze.log");
+    }
+    std::optional<double> rho_lrp;
+    if (const auto rj = read_json(adir / "relevance.json");
+        rj && rj->contains("spearman_relevance_vs_removal_step") &&
+        (*rj)["spearman_relevance_vs_removal_step"]["all"].is_number())
+      rho_lrp = (*rj)["spearman_relevance_vs_removal_step"]["all"].get<double>();
     std::map<std::string, int> functions;
     if (fs::exists(adir / "heads.csv")) {
       const auto lines = io::read_lines(adir / "heads.csv");
@@ -334,20 +349,20 @@ std::string analysis_section(const ReportOptions& o, const Report& r) {
                  ? std::optional<double>((*c)[key].get<double>())
                  : std::nullopt;
     };
-    csv += fmt::format("{},{},{},{},{},{},{},{},{},{},{}\n", csv_field(row.name),
+    csv += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{}\n", csv_field(row.name),
                        row.heads ? std::to_string(kept) : "", functions["positional"],
                        functions["syntactic"], functions["rare-token"], functions["none"],
                        num(val("spearman_importance_vs_removal_step"), 3),
-                       num(val("spearman_confidence_vs_removal_step"), 3), num(val("bleu_full")),
-                       num(val("bleu_l0_heads_masked_no_finetuning")),
+                       num(val("spearman_confidence_vs_removal_step"), 3), num(rho_lrp, 3),
+                       num(val("bleu_full")), num(val("bleu_l0_heads_masked_no_finetuning")),
                        num(val("bleu_michel_same_counts_masked_no_finetuning")));
     auto cell = [](const std::string& v) { return v.empty() ? std::string("-") : v; };
-    md += fmt::format("| {} | {} | {} / {} / {} / {} | {} | {} | {} | {} | {} |\n", row.name,
+    md += fmt::format("| {} | {} | {} / {} / {} / {} | {} | {} | {} | {} | {} | {} |\n", row.name,
                       row.heads ? std::to_string(kept) : "-", functions["positional"],
                       functions["syntactic"], functions["rare-token"], functions["none"],
                       cell(num(val("spearman_importance_vs_removal_step"), 3)),
                       cell(num(val("spearman_confidence_vs_removal_step"), 3)),
-                      cell(num(val("bleu_full"))),
+                      cell(num(rho_lrp, 3)), cell(num(val("bleu_full"))),
                       cell(num(val("bleu_l0_heads_masked_no_finetuning"))),
                       cell(num(val("bleu_michel_same_counts_masked_no_finetuning"))));
   }

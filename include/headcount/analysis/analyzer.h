@@ -31,6 +31,30 @@ struct SyntaxResult {
   int64_t unmatched = 0;  // sentences skipped: their pieces do not spell the parse's words
 };
 
+// A prune run's removal order (RUN/head_removal.csv) against an analysis's heads.
+struct RemovalOrder {
+  std::vector<size_t> gated;  // indices into the heads given, in the file's order
+  std::vector<double> step;   // removal step of each gated head; kept heads: last + 1
+  std::vector<HeadId> removed;
+  double last = 0;  // the last removal step
+  bool kept(size_t k) const { return step[k] > last; }
+};
+// Every head in the file must be one of `heads` (the checkpoint the run started from, named in
+// the error as `checkpoint`).
+RemovalOrder read_removal_order(const fs::path& run, const std::vector<HeadId>& heads,
+                                const std::string& checkpoint);
+
+// Head relevance by layer-wise relevance propagation (relevance.h), over the dataset.
+struct RelevanceResult {
+  // Per head (order of heads()): its share of its layer's summed head relevance, averaged over
+  // output tokens (Voita et al.'s per-layer normalisation); and its raw relevance per token.
+  std::vector<double> share, raw;
+  double source_share = 0;    // share of the relevance reaching the embeddings that is the source's
+  double reached_inputs = 0;  // share of the top-1 logit that reaches the embeddings (the rest
+                              // is absorbed by biases and the stabiliser)
+  int64_t sentences = 0, tokens = 0;
+};
+
 struct AnalyzeOptions {
   fs::path checkpoint;
   std::string split = "dev";  // dev | test
@@ -64,6 +88,10 @@ class Analyzer {
   // parses of the dataset's source sentences in order (sentence i of the file is sentence i of
   // the split; extra parses are ignored, missing ones are an error).
   SyntaxResult syntax(const std::vector<DepSentence>& parses);
+
+  // LRP head relevance to the top-1 logit of every target token, teacher-forced on the
+  // reference (epsilon rule with stabiliser `eps`).
+  RelevanceResult relevance(double eps);
 
   // Summed JS divergences between the heads of one attention type (rows and columns in the order
   // of heads() restricted to that type), over the dataset.

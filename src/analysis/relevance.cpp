@@ -1,0 +1,285 @@
+#include "headcount/analysis/relevance.h"
+
+#include <torch/torch.h>
+
+#include <cmath>
+#include <limits>
+
+#include "headcount/common/check.h"
+
+namespace headcount::analysis {
+
+using model::AttentionType;
+
+torch::Tensor lrp_stabilize(const torch::Tensor& z, double eps) {
+  return z + eps * torch::where(z >= 0, torch::ones_like(z), -torch::ones_like(z));
+}
+
+torch::Tensor lrp_linear(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b,
+                         const torch::Tensor& r, double eps) {
+  const auto z = b.defined() ? torch::linear(x, w, b) : torch::linear(x, w);
+  const auto s = r / lrp_stabilize(z, eps);  // [N, ..., Dout]
+  return x * torch::matmul(s, w);            // [N, ..., Din]
+}
+
+std::pair<torch::Tensor, torch::Tensor> lrp_add(const torch::Tensor& a, const torch::Tensor& b,
+                                                const torch::Tensor& r, double eps) {
+  const auto s = r / lrp_stabilize(a + b, eps);
+  return {a * s, b * s};
+}
+
+torch::Tensor lrp_layer_norm(const torch::Tensor& y, const torch::Tensor& gamma,
+                             const torch::Tensor& beta, double ln_eps, const torch::Tensor& r,
+                             double eps) {
+  const auto mean = y.mean(-1, true);
+  const auto sigma = (y.var(-1, /*unbiased=*/false, true) + ln_eps).sqrt();
+  const auto z = gamma * (y - mean) / sigma + beta;
+  const auto g = r / lrp_stabilize(z, eps) * gamma / sigma;  // [N, ..., D]
+  // The centring's Jacobian (I - 11^T/D) is symmetric: J^T g = g - mean(g).
+  return y * (g - g.mean(-1, true));
+}
+
+torch::Tensor lrp_attention_values(const torch::Tensor& alpha, const torch::Tensor& v,
+                                   const torch::Tensor& r, double eps) {
+  const auto c = torch::matmul(alpha, v);  // [H, T, Dh]
+  const auto s = r / lrp_stabilize(c, eps);
+  return v * torch::matmul(alpha.transpose(-2, -1), s);  // [N, H, S, Dh]
+}
+
+namespace {
+
+// One attention layer's forward pass for one sentence, keeping what the backward pass needs.
+struct AttentionTape {
+  torch::Tensor kv_in;   // [S, D]
+  torch::Tensor alpha;   // [H, T, S]
+  torch::Tensor v;       // [H, S, Dh]
+  torch::Tensor merged;  // [T, H*Dh] head outputs, head-major
+};
+
+torch::Tensor attention_forward(model::MultiheadAttentionImpl& a, const torch::Tensor& q_in,
+                                const torch::Tensor& kv_in, const torch::Tensor& mask,
+                                AttentionTape* tape) {
+  const int64_t T = q_in.size(0), S = kv_in.size(0), D = a.d_model();
+  const int64_t H = a.num_heads(), Dh = a.head_dim(), HD = H * Dh;
+  tape->kv_in = kv_in;
+  if (H == 0) return a.out_proj_bias.expand({T, D}).clone();
+  const auto& w = a.in_proj_weight;
+  const auto& b = a.in_proj_bias;
+  auto heads = [&](const torch::Tensor& x, int64_t block, int64_t L) {
+    return torch::linear(x, w.narrow(0, block * HD, HD), b.narrow(0, block * HD, HD))
+        .view({L, H, Dh})
+        .transpose(0, 1);  // [H, L, Dh]
+  };
+  const auto q = heads(q_in, 0, T), k = heads(kv_in, 1, S), v = heads(kv_in, 2, S);
+  auto scores = torch::matmul(q / std::sqrt(static_cast<double>(Dh)), k.transpose(-2, -1));
+  if (mask.defined()) scores = scores + mask;
+  tape->alpha = torch::softmax(scores, -1);
+  tape->v = v;
+  tape->merged = torch::matmul(tape->alpha, v).transpose(0, 1).reshape({T, HD});
+  return torch::linear(tape->merged, a.out_proj_weight, a.out_proj_bias);
+}
+
+// R_out [N, T, D] -> relevance of the key/value input [N, S, D]; `head` gets [N, H].
+torch::Tensor attention_backward(model::MultiheadAttentionImpl& a, const AttentionTape& tape,
+                                 const torch::Tensor& r_out, double eps, torch::Tensor* head) {
+  const int64_t N = r_out.size(0), T = r_out.size(1), S = tape.kv_in.size(0);
+  const int64_t H = a.num_heads(), Dh = a.head_dim(), HD = H * Dh;
+  if (H == 0) {  // everything is the output bias's
+    *head = torch::zeros({N, 0}, r_out.options());
+    return torch::zeros({N, S, a.d_model()}, r_out.options());
+  }
+  const auto r_merged = lrp_linear(tape.merged, a.out_proj_weight, a.out_proj_bias, r_out, eps);
+  const auto r_c = r_merged.view({N, T, H, Dh}).permute({0, 2, 1, 3});  // [N, H, T, Dh]
+  *head = r_c.sum({2, 3});
+  const auto r_v = lrp_attention_values(tape.alpha, tape.v, r_c, eps);  // [N, H, S, Dh]
+  return lrp_linear(tape.kv_in, a.in_proj_weight.narrow(0, 2 * HD, HD),
+                    a.in_proj_bias.narrow(0, 2 * HD, HD),
+                    r_v.permute({0, 2, 1, 3}).reshape({N, S, HD}), eps);
+}
+
+struct FfnTape {
+  torch::Tensor x, h;  // input [L, D], ReLU output [L, F]
+};
+
+torch::Tensor ffn_forward(torch::nn::LinearImpl& fc1, torch::nn::LinearImpl& fc2,
+                          const torch::Tensor& x, FfnTape* tape) {
+  tape->x = x;
+  tape->h = torch::relu(torch::linear(x, fc1.weight, fc1.bias));
+  return torch::linear(tape->h, fc2.weight, fc2.bias);
+}
+
+torch::Tensor ffn_backward(torch::nn::LinearImpl& fc1, torch::nn::LinearImpl& fc2,
+                           const FfnTape& tape, const torch::Tensor& r, double eps) {
+  // ReLU passes relevance through: what reaches an inactive unit is already zero (h = 0).
+  const auto r_h = lrp_linear(tape.h, fc2.weight, fc2.bias, r, eps);
+  return lrp_linear(tape.x, fc1.weight, fc1.bias, r_h, eps);
+}
+
+torch::Tensor layer_norm(torch::nn::LayerNormImpl& ln, const torch::Tensor& x) {
+  return torch::layer_norm(x, {x.size(-1)}, ln.weight, ln.bias, ln.options.eps());
+}
+torch::Tensor lrp_norm(torch::nn::LayerNormImpl& ln, const torch::Tensor& y, const torch::Tensor& r,
+                       double eps) {
+  return lrp_layer_norm(y, ln.weight, ln.bias, ln.options.eps(), r, eps);
+}
+
+// A residual sublayer: post-norm out = LN(x + F(x)), pre-norm out = x + F(LN(x)).
+struct SublayerTape {
+  torch::Tensor x, f;  // the residual input and the sublayer's output
+  torch::Tensor sum;   // x + f (post-norm: the layer norm's input)
+};
+
+// Backward through the residual and (post-norm) the norm; returns (R_x through the residual,
+// R_f for the sublayer).
+std::pair<torch::Tensor, torch::Tensor> residual_backward(bool pre_norm,
+                                                          torch::nn::LayerNormImpl& ln,
+                                                          const SublayerTape& t,
+                                                          const torch::Tensor& r, double eps) {
+  const auto r_sum = pre_norm ? r : lrp_norm(ln, t.sum, r, eps);
+  return lrp_add(t.x, t.f, r_sum, eps);
+}
+
+// The sublayer's input as F sees it: pre-norm LN(x) (relevance back through the norm), post-norm x.
+torch::Tensor sub_input(bool pre_norm, torch::nn::LayerNormImpl& ln, const torch::Tensor& x) {
+  return pre_norm ? layer_norm(ln, x) : x;
+}
+torch::Tensor sub_input_backward(bool pre_norm, torch::nn::LayerNormImpl& ln,
+                                 const torch::Tensor& x, const torch::Tensor& r, double eps) {
+  return pre_norm ? lrp_norm(ln, x, r, eps) : r;
+}
+torch::Tensor sub_output(bool pre_norm, torch::nn::LayerNormImpl& ln, SublayerTape* t) {
+  t->sum = t->x + t->f;
+  return pre_norm ? t->sum : layer_norm(ln, t->sum);
+}
+
+torch::Tensor total(const torch::Tensor& r) {
+  return r.flatten(1).sum(1);  // [N]
+}
+
+}  // namespace
+
+RelevanceTrace propagate_relevance(model::TransformerImpl& m, const torch::Tensor& src,
+                                   const torch::Tensor& tgt_in, double eps) {
+  torch::NoGradGuard no_grad;
+  HC_CHECK(src.dim() == 1 && tgt_in.dim() == 1 && src.size(0) > 0 && tgt_in.size(0) > 0,
+           "relevance: one sentence pair at a time (src [S], tgt_in [T])");
+  const auto& cfg = m.config();
+  const bool pre = cfg.pre_norm;
+  const auto dtype = m.output_weight.scalar_type();
+  const auto dev = m.output_weight.device();
+  const int64_t S = src.size(0), T = tgt_in.size(0), D = cfg.d_model;
+  const double emb_scale = std::sqrt(static_cast<double>(D));
+  auto positions = [&](int64_t L) { return model::sinusoidal_positions(L, D).to(dev, dtype); };
+
+  // Forward.
+  const auto src_tok = m.src_embed->weight.index_select(0, src.to(dev)) * emb_scale;
+  const auto src_pos = positions(S);
+  auto x = src_tok + src_pos;
+  const size_t n_enc = m.encoder_layers.size(), n_dec = m.decoder_layers.size();
+  std::vector<SublayerTape> enc_att(n_enc), enc_ffn(n_enc);
+  std::vector<AttentionTape> enc_att_t(n_enc);
+  std::vector<FfnTape> enc_ffn_t(n_enc);
+  for (size_t l = 0; l < n_enc; ++l) {
+    auto& L = *m.encoder_layers[l];
+    enc_att[l].x = x;
+    const auto in = sub_input(pre, *L.self_attn_norm, x);
+    enc_att[l].f = attention_forward(*L.self_attn, in, in, {}, &enc_att_t[l]);
+    x = sub_output(pre, *L.self_attn_norm, &enc_att[l]);
+    enc_ffn[l].x = x;
+    enc_ffn[l].f = ffn_forward(*L.fc1, *L.fc2, sub_input(pre, *L.ffn_norm, x), &enc_ffn_t[l]);
+    x = sub_output(pre, *L.ffn_norm, &enc_ffn[l]);
+  }
+  const auto enc_out = x;
+  const auto memory = pre ? layer_norm(*m.encoder_norm, enc_out) : enc_out;
+
+  const auto tgt_tok = m.tgt_embed->weight.index_select(0, tgt_in.to(dev)) * emb_scale;
+  const auto tgt_pos = positions(T);
+  x = tgt_tok + tgt_pos;
+  const auto causal = model::causal_bias(T, dev).to(dtype);
+  std::vector<SublayerTape> dec_self(n_dec), dec_cross(n_dec), dec_ffn(n_dec);
+  std::vector<AttentionTape> dec_self_t(n_dec), dec_cross_t(n_dec);
+  std::vector<FfnTape> dec_ffn_t(n_dec);
+  for (size_t l = 0; l < n_dec; ++l) {
+    auto& L = *m.decoder_layers[l];
+    dec_self[l].x = x;
+    const auto in = sub_input(pre, *L.self_attn_norm, x);
+    dec_self[l].f = attention_forward(*L.self_attn, in, in, causal, &dec_self_t[l]);
+    x = sub_output(pre, *L.self_attn_norm, &dec_self[l]);
+    dec_cross[l].x = x;
+    dec_cross[l].f = attention_forward(*L.cross_attn, sub_input(pre, *L.cross_attn_norm, x), memory,
+                                       {}, &dec_cross_t[l]);
+    x = sub_output(pre, *L.cross_attn_norm, &dec_cross[l]);
+    dec_ffn[l].x = x;
+    dec_ffn[l].f = ffn_forward(*L.fc1, *L.fc2, sub_input(pre, *L.ffn_norm, x), &dec_ffn_t[l]);
+    x = sub_output(pre, *L.ffn_norm, &dec_ffn[l]);
+  }
+  const auto dec_out = x;
+  const auto final_h = pre ? layer_norm(*m.decoder_norm, dec_out) : dec_out;
+  const auto logits = torch::linear(final_h, m.output_weight);  // [T, V]
+  const auto [top, top_id] = logits.max(-1);
+
+  // Backward: output position n starts with its top-1 logit, z = h_n . W[k].
+  RelevanceTrace tr;
+  tr.top = top;
+  const auto contrib = final_h * m.output_weight.index_select(0, top_id);  // [T, D]
+  const auto start = contrib * (top / lrp_stabilize(top, eps)).unsqueeze(-1);
+  auto r = torch::eye(T, final_h.options()).unsqueeze(-1) * start.unsqueeze(0);  // [N, T, D]
+  const int64_t N = T;
+  auto r_mem = torch::zeros({N, S, D}, r.options());
+  auto mark = [&](const std::string& name, const torch::Tensor& extra) {
+    auto t = total(r);
+    if (extra.defined()) t = t + extra;
+    tr.frontier.emplace_back(name, t);
+  };
+  if (pre) r = lrp_norm(*m.decoder_norm, dec_out, r, eps);
+  mark("decoder output", total(r_mem));
+  for (auto t : model::kAttentionTypes) {
+    tr.heads[static_cast<int>(t)].resize(t == AttentionType::kEncSelf ? n_enc : n_dec);
+  }
+  for (size_t l = n_dec; l-- > 0;) {
+    auto& L = *m.decoder_layers[l];
+    // Feed-forward.
+    auto [r_res, r_f] = residual_backward(pre, *L.ffn_norm, dec_ffn[l], r, eps);
+    r = r_res + sub_input_backward(pre, *L.ffn_norm, dec_ffn[l].x,
+                                   ffn_backward(*L.fc1, *L.fc2, dec_ffn_t[l], r_f, eps), eps);
+    mark(fmt::format("decoder {} ffn", l), total(r_mem));
+    // Encoder-decoder attention: the queries receive nothing, the memory the values' share.
+    std::tie(r_res, r_f) = residual_backward(pre, *L.cross_attn_norm, dec_cross[l], r, eps);
+    r_mem = r_mem + attention_backward(*L.cross_attn, dec_cross_t[l], r_f, eps,
+                                       &tr.heads[static_cast<int>(AttentionType::kEncDec)][l]);
+    r = r_res;
+    mark(fmt::format("decoder {} enc-dec attention", l), total(r_mem));
+    // Self-attention.
+    std::tie(r_res, r_f) = residual_backward(pre, *L.self_attn_norm, dec_self[l], r, eps);
+    const auto r_in = attention_backward(*L.self_attn, dec_self_t[l], r_f, eps,
+                                         &tr.heads[static_cast<int>(AttentionType::kDecSelf)][l]);
+    r = r_res + sub_input_backward(pre, *L.self_attn_norm, dec_self[l].x, r_in, eps);
+    mark(fmt::format("decoder {} self-attention", l), total(r_mem));
+  }
+  {
+    const auto [r_tok, r_pos] = lrp_add(tgt_tok, tgt_pos, r, eps);
+    tr.tgt_input = r_tok.sum(-1) + r_pos.sum(-1);  // [N, T]
+  }
+  const auto tgt_total = tr.tgt_input.sum(1);
+  r = r_mem;
+  if (pre) r = lrp_norm(*m.encoder_norm, enc_out, r, eps);
+  mark("encoder output", tgt_total);
+  for (size_t l = n_enc; l-- > 0;) {
+    auto& L = *m.encoder_layers[l];
+    auto [r_res, r_f] = residual_backward(pre, *L.ffn_norm, enc_ffn[l], r, eps);
+    r = r_res + sub_input_backward(pre, *L.ffn_norm, enc_ffn[l].x,
+                                   ffn_backward(*L.fc1, *L.fc2, enc_ffn_t[l], r_f, eps), eps);
+    mark(fmt::format("encoder {} ffn", l), tgt_total);
+    std::tie(r_res, r_f) = residual_backward(pre, *L.self_attn_norm, enc_att[l], r, eps);
+    const auto r_in = attention_backward(*L.self_attn, enc_att_t[l], r_f, eps,
+                                         &tr.heads[static_cast<int>(AttentionType::kEncSelf)][l]);
+    r = r_res + sub_input_backward(pre, *L.self_attn_norm, enc_att[l].x, r_in, eps);
+    mark(fmt::format("encoder {} self-attention", l), tgt_total);
+  }
+  const auto [r_tok, r_pos] = lrp_add(src_tok, src_pos, r, eps);
+  tr.src_input = r_tok.sum(-1) + r_pos.sum(-1);  // [N, S]
+  tr.frontier.emplace_back("embeddings", tr.src_input.sum(1) + tgt_total);
+  return tr;
+}
+
+}  // namespace headcount::analysis
