@@ -6,8 +6,10 @@
 
 #include "headcount/common/check.h"
 #include "headcount/common/io.h"
+#include "headcount/common/text.h"
 #include "headcount/data/bible.h"
 #include "headcount/data/corpus.h"
+#include "headcount/data/links.h"
 #include "test_util.h"
 
 namespace headcount {
@@ -64,6 +66,64 @@ TEST(Osis, TextAfterTheEndOfAChapterOrBookIsNotPartOfTheVerse) {
             "saints. Amen.");
   EXPECT_EQ(osis_to_text(R"(end. <div eID="b1" osisID="Rev" type="book"/> Glossary)"), "end.");
   EXPECT_EQ(osis_to_text(R"(<chapter sID="Gen.2"/>Thus the heavens)"), "Thus the heavens");
+}
+
+using Numbers = std::vector<std::vector<std::string>>;
+
+TEST(Strong, WordsCarryTheNumbersOfTheirLetters) {
+  // A phrase, a word glued to punctuation, a note between tagged words, two numbers in one lemma,
+  // leading zeros, an entity inside a tagged word, untagged words.
+  const auto t = data::osis_to_tagged_text(
+      R"(<w lemma="strong:H7225">EN el principio</w> <w lemma="strong:H1254">cri&#243;</w>)"
+      R"(<note>x <w lemma="strong:H9">no</w></note><w lemma="strong:H0430 strong:H853">Dios</w>, )"
+      R"(the <w lemma="lemma.TR:x strong:G00025">loved</w>.)");
+  EXPECT_EQ(t.text, "EN el principio cri\u00f3 Dios, the loved.");
+  EXPECT_EQ(t.text, osis_to_text(R"(<w lemma="strong:H7225">EN el principio</w> <w )"
+                                 R"(lemma="strong:H1254">cri&#243;</w><note>x <w )"
+                                 R"(lemma="strong:H9">no</w></note><w lemma="strong:H0430 )"
+                                 R"(strong:H853">Dios</w>, the <w lemma="lemma.TR:x )"
+                                 R"(strong:G00025">loved</w>.)"));
+  const Numbers expected = {{"H7225"},        {"H7225"}, {"H7225"}, {"H1254"},
+                            {"H430", "H853"}, {},        {"G25"}};
+  EXPECT_EQ(t.word_numbers, expected);
+  // Punctuation from another element does not tag a word; a word of punctuation only takes its
+  // characters' numbers.
+  const auto u =
+      data::osis_to_tagged_text(R"(<w lemma="strong:H1">a</w><w lemma="strong:H2">,</w> )"
+                                R"(<w lemma="strong:H3">¿</w> b)");
+  EXPECT_EQ(u.text, "a, \u00bf b");
+  EXPECT_EQ(u.word_numbers, (Numbers{{"H1"}, {"H3"}, {}}));
+}
+
+TEST(Strong, LinksSureForOneWordEachSidePossibleOtherwise) {
+  // es: "EN el principio crio Dios" (H7225 x3, H1254, H430); en: "In the beginning God created
+  // God" (-, -, H7225, H430, H1254, H430); H9 only in English.
+  const Numbers es = {{"H7225"}, {"H7225"}, {"H7225"}, {"H1254"}, {"H430"}};
+  const Numbers en = {{}, {"H9"}, {"H7225"}, {"H430"}, {"H1254"}, {"H430"}};
+  const auto links = data::strong_links(es, en);
+  EXPECT_EQ(data::format_links(links), "0?2 1?2 2?2 4?3 3-4 4?5");
+  // The same pair of words through a sure and a possible number stays sure.
+  EXPECT_EQ(data::format_links(data::strong_links({{"A", "B"}, {"B"}}, {{"A", "B"}})), "0-0 1?0");
+}
+
+TEST(Strong, LinksFileRoundTripAndErrors) {
+  TempDir dir;
+  const std::vector<std::vector<data::WordLink>> lines = {
+      {{3, 1, true}, {0, 0, false}}, {}, {{12, 7, false}}};
+  std::vector<std::string> text;
+  for (const auto& l : lines) text.push_back(data::format_links(l));
+  EXPECT_EQ(text[0], "0?0 3-1");
+  io::write_lines_atomic(dir / "a.links", text);
+  const auto back = data::read_links(dir / "a.links");
+  ASSERT_EQ(back.size(), 3u);
+  EXPECT_EQ(back[0], (std::vector<data::WordLink>{{0, 0, false}, {3, 1, true}}));
+  EXPECT_TRUE(back[1].empty());
+  EXPECT_EQ(back[2], lines[2]);
+  for (const char* bad : {"1-", "-2", "1:2", "a-1", "1-2-3", "1--2", "-1-2"}) {
+    write(dir / "b.links", fmt::format("0-0\n{}\n", bad));
+    const auto e = error_of([&] { data::read_links(dir / "b.links"); });
+    EXPECT_NE(e.find("b.links line 2: bad link"), std::string::npos) << bad << ": " << e;
+  }
 }
 
 TEST(Osis, ParseImpSkipsHeadingsAndJoinsLines) {
@@ -202,6 +262,36 @@ TEST(Bible, DeterministicHeldOutByChapterAndClean) {
             "EN el principio crió Dios los cielos y la tierra.");
   EXPECT_EQ(io::read_lines(a.path() / "test.kjv.en").size(),
             io::read_lines(a.path() / "test.en").size());
+
+  // Gold links: one line per verse, indices inside the lines' words; the KJV's Genesis 11:1 (the
+  // first dev verse) links "earth" to the Spanish phrase "ERA entonces toda la tierra" and
+  // "language" to "lengua" alone (sure).
+  for (const char* split : {"dev", "test"}) {
+    const auto es = io::read_lines(a.path() / (std::string(split) + ".es"));
+    for (const char* side : {".en", ".kjv.en"}) {
+      const std::string links_name =
+          std::string(split) + (std::string(side) == ".en" ? ".links" : ".kjv.links");
+      const auto links = data::read_links(a.path() / links_name);
+      const auto tgt = io::read_lines(a.path() / (std::string(split) + side));
+      ASSERT_EQ(links.size(), tgt.size()) << links_name;
+      size_t total = 0;
+      for (size_t i = 0; i < links.size(); ++i) {
+        const auto ns = text::split(es[i], ' ').size(), nt = text::split(tgt[i], ' ').size();
+        for (const auto& l : links[i]) {
+          EXPECT_LT(static_cast<size_t>(l.src), ns) << links_name << " line " << i + 1;
+          EXPECT_LT(static_cast<size_t>(l.tgt), nt) << links_name << " line " << i + 1;
+        }
+        total += links[i].size();
+      }
+      EXPECT_GT(total, 5 * links.size()) << links_name;
+    }
+  }
+  EXPECT_EQ(io::read_lines(a.path() / "dev.kjv.en").at(0),
+            "And the whole earth was of one language, and of one speech.");
+  EXPECT_EQ(io::read_lines(a.path() / "dev.kjv.links").at(0),
+            "0?3 1?3 2?3 3?3 4?3 5?6 6?6 8?6 9?6 7-7 5?10 6?10 8?10 9?10 10?11 11?11");
+  EXPECT_GT(stats.ref2_links.coverage(), 0.3);
+  EXPECT_GT(stats.ref2_links.purity, stats.tgt_links.purity);
 }
 
 }  // namespace

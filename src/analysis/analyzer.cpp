@@ -40,7 +40,7 @@ struct Analyzer::State {
   model::Transformer model{nullptr};
   std::unique_ptr<data::Vocab> src_vocab, tgt_vocab;
   std::vector<train::Example> examples;
-  std::vector<std::string> references;
+  std::vector<std::string> references, sources;
   std::vector<HeadId> heads;
   std::vector<std::vector<int64_t>> batches;  // example indices per teacher-forced batch
   std::vector<int64_t> src_rank, tgt_rank;    // frequency rank of each subword id
@@ -91,6 +91,7 @@ Analyzer::Analyzer(const AnalyzeOptions& o) : s_(std::make_unique<State>()) {
     text.tgt.resize(o.sentences);
   }
   s_->references = text.tgt;
+  s_->sources = text.src;
   s_->examples =
       train::encode_pairs(text, *s_->src_vocab, *s_->tgt_vocab, std::numeric_limits<int>::max());
   for (size_t i = 0; i < s_->examples.size(); i += o.batch_sentences) {
@@ -449,6 +450,106 @@ RelevanceResult Analyzer::relevance(double eps) {
   }
   r.source_share = input_sum != 0 ? src_sum / input_sum : std::nan("");
   r.reached_inputs = r.sentences > 0 ? reached / static_cast<double>(r.sentences) : std::nan("");
+  return r;
+}
+
+namespace {
+std::vector<std::string> words_of(const std::string& line) {
+  std::vector<std::string> out;
+  for (auto& w : text::split(line, ' '))
+    if (!w.empty()) out.push_back(w);
+  return out;
+}
+}  // namespace
+
+AlignmentResult Analyzer::alignment(const std::vector<std::string>& targets,
+                                    const std::vector<std::vector<data::WordLink>>& links) {
+  auto& st = *s_;
+  const size_t n = st.examples.size();
+  HC_CHECK(targets.size() >= n && links.size() >= n,
+           "alignment: {} target sentences and {} link lines for the {} sentences analysed",
+           targets.size(), links.size(), n);
+  torch::NoGradGuard no_grad;
+  AlignmentResult r;
+  std::map<std::pair<int64_t, int64_t>, size_t> index;  // (layer, head) -> position in r.heads
+  for (const auto& h : st.heads)
+    if (h.type == AttentionType::kEncDec) {
+      index[{h.layer, h.head}] = r.heads.size();
+      r.heads.push_back(h);
+    }
+  r.predict.resize(r.heads.size());
+  r.input.resize(r.heads.size());
+  auto layers = st.model->attention_layers(AttentionType::kEncDec);
+  r.layer_predict.resize(layers.size());
+  r.layer_input.resize(layers.size());
+  // The examples with the given targets, and each side's piece -> word map.
+  std::vector<train::Example> ex(n);
+  std::vector<std::vector<int64_t>> src_map(n), tgt_map(n);
+  std::vector<int64_t> n_src(n), n_tgt(n), usable;
+  for (size_t i = 0; i < n; ++i) {
+    ex[i].src = st.examples[i].src;
+    ex[i].tgt = st.tgt_vocab->encode(targets[i]);
+    ex[i].id = static_cast<int64_t>(i);
+    std::vector<std::string> sp, tp;
+    for (int id : ex[i].src) sp.push_back(st.src_vocab->piece(id));
+    for (int id : ex[i].tgt) tp.push_back(st.tgt_vocab->piece(id));
+    const auto sw = words_of(st.sources[i]), tw = words_of(targets[i]);
+    auto sm = map_pieces_to_words(sp, sw);
+    auto tm = map_pieces_to_words(tp, tw);
+    if (!sm || !tm || ex[i].tgt.empty()) {
+      ++r.unmatched;
+      continue;
+    }
+    sm->push_back(-1);  // EOS
+    src_map[i] = std::move(*sm);
+    tgt_map[i] = std::move(*tm);
+    n_src[i] = static_cast<int64_t>(sw.size());
+    n_tgt[i] = static_cast<int64_t>(tw.size());
+    usable.push_back(static_cast<int64_t>(i));
+  }
+  for (auto& l : layers) l->set_record(true);
+  for (size_t start = 0; start < usable.size(); start += st.options.batch_sentences) {
+    const std::vector<int64_t> idx(
+        usable.begin() + static_cast<int64_t>(start),
+        usable.begin() +
+            static_cast<int64_t>(std::min(usable.size(), start + st.options.batch_sentences)));
+    const auto b = train::collate(ex, idx, st.device);
+    st.model->forward(b.src, b.tgt_in);
+    std::vector<torch::Tensor> w(layers.size());
+    for (size_t l = 0; l < layers.size(); ++l)
+      if (layers[l]->num_heads() > 0) w[l] = layers[l]->last_weights().cpu();  // [B, H, T, S]
+    for (size_t bi = 0; bi < idx.size(); ++bi) {
+      const int64_t i = idx[bi];
+      const GoldAlignment gold(links[i], n_tgt[i]);
+      r.baseline.add(gold, n_src[i]);
+      r.target_words += n_tgt[i];
+      for (int64_t t = 0; t < n_tgt[i]; ++t) r.linked_words += gold.linked(t) ? 1 : 0;
+      ++r.sentences;
+      const auto S = static_cast<int64_t>(src_map[i].size());  // pieces + EOS
+      const auto m = static_cast<int64_t>(tgt_map[i].size());  // target pieces
+      for (size_t l = 0; l < layers.size(); ++l) {
+        if (!w[l].defined()) continue;
+        const auto wl = w[l][static_cast<int64_t>(bi)].slice(2, 0, S);  // [H, T, S]
+        for (int conv = 0; conv < 2; ++conv) {
+          // predict: row j outputs piece j; input: row j + 1 reads it.
+          const auto rows = wl.slice(1, conv, conv + m);
+          const auto word = cross_word_attention(rows, tgt_map[i], n_tgt[i], src_map[i], n_src[i]);
+          const auto best = align_argmax(word);  // [H, n_tgt]
+          auto to_vec = [](const torch::Tensor& t) {
+            const auto c = t.contiguous();
+            return std::vector<int64_t>(c.data_ptr<int64_t>(), c.data_ptr<int64_t>() + c.numel());
+          };
+          auto& per_head = conv == 0 ? r.predict : r.input;
+          for (int64_t h = 0; h < best.size(0); ++h)
+            per_head[index.at({static_cast<int64_t>(l), h})] +=
+                score_alignment(to_vec(best[h]), gold);
+          (conv == 0 ? r.layer_predict : r.layer_input)[l] +=
+              score_alignment(to_vec(align_argmax(word.mean(0))), gold);
+        }
+      }
+    }
+  }
+  for (auto& l : layers) l->set_record(false);
   return r;
 }
 

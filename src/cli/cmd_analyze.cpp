@@ -18,8 +18,10 @@
 #include "headcount/common/log.h"
 #include "headcount/common/plot.h"
 #include "headcount/common/text.h"
+#include "headcount/data/links.h"
 #include "headcount/prune/prune_trainer.h"
 #include "headcount/sweep/sweep.h"
+#include "headcount/train/checkpoint.h"
 
 namespace headcount::cli {
 namespace {
@@ -443,6 +445,217 @@ void run_relevance(const AnalyzeArgs& a, double eps, const std::string& run_dir)
   std::printf("wrote %s/{relevance.csv,relevance.json} and plots\n", out.c_str());
 }
 
+// Encoder-decoder heads as word aligners against gold links (for the default corpus, from the
+// Strong's numbers of the SWORD modules), and whether L0 keeps the heads that align.
+void run_align(const AnalyzeArgs& a, const std::string& target, const std::string& links_file,
+               const std::string& run_dir, double margin) {
+  const auto info = train::read_checkpoint_info(a.options.checkpoint);
+  const auto& d = info.config.data;
+  const std::string& split = a.options.split;
+  const fs::path tgt_path = target == "kjv" ? data_path(d, split + ".kjv.en")
+                                            : data_path(d, split == "dev" ? d.dev_tgt : d.test_tgt);
+  const fs::path links_path =
+      !links_file.empty() ? fs::path(links_file)
+                          : data_path(d, split + (target == "kjv" ? ".kjv.links" : ".links"));
+  HC_CHECK(fs::exists(links_path),
+           "{}: no gold word links (`headcount data bible --out {}` writes them for the default "
+           "corpus; or give --links FILE)",
+           links_path.string(), d.dir);
+  const auto targets = io::read_lines(tgt_path);
+  const auto links = data::read_links(links_path);
+  HC_CHECK(links.size() == targets.size(), "{} has {} lines but {} has {}: they must match",
+           links_path.string(), links.size(), tgt_path.string(), targets.size());
+  analysis::Analyzer an(a.options);
+  const fs::path out = a.out;
+  fs::create_directories(out);
+  std::optional<analysis::RemovalOrder> order;
+  if (!run_dir.empty())
+    order = analysis::read_removal_order(run_dir, an.heads(), a.options.checkpoint.string());
+  const auto r = an.alignment(targets, links);
+  HC_CHECK(r.sentences > 0,
+           "no sentence could be scored: the subword pieces of {} and of the source never spell "
+           "their words",
+           tgt_path.string());
+  const auto [base_name, base] = r.baseline.best();
+  // Removal steps of the enc-dec heads (NaN: not gated by the run).
+  std::vector<double> step(r.heads.size(), std::nan(""));
+  if (order) {
+    const auto& all = an.heads();
+    for (size_t k = 0; k < order->gated.size(); ++k) {
+      const auto& h = all[order->gated[k]];
+      for (size_t j = 0; j < r.heads.size(); ++j)
+        if (h.type == r.heads[j].type && h.layer == r.heads[j].layer && h.head == r.heads[j].head)
+          step[j] = order->step[k];
+    }
+  }
+  auto best_of = [&](size_t j) {
+    return std::max(r.predict[j].precision(), r.input[j].precision());
+  };
+  auto aligns = [&](size_t j) { return best_of(j) >= base.precision() + margin; };
+  std::string csv = fmt::format(
+      "attention,layer,head,precision,recall,aer,precision_input,recall_input,aer_input,aligns{}\n",
+      order ? ",removal_step,kept" : "");
+  for (size_t j = 0; j < r.heads.size(); ++j) {
+    const auto &p = r.predict[j], &q = r.input[j];
+    csv += fmt::format("{},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{}", head_cols(r.heads[j]),
+                       p.precision(), p.recall(), p.aer(), q.precision(), q.recall(), q.aer(),
+                       aligns(j) ? 1 : 0);
+    if (order) {
+      if (std::isnan(step[j]))
+        csv += ",,";
+      else if (step[j] > order->last)
+        csv += ",,1";
+      else
+        csv += fmt::format(",{:g},0", step[j]);
+    }
+    csv += "\n";
+  }
+  io::write_file_atomic(out / "align.csv", csv);
+  std::string lc = "layer,heads,precision,recall,aer,precision_input,recall_input,aer_input\n";
+  const auto& per_layer = an.architecture().heads(AttentionType::kEncDec);
+  for (size_t l = 0; l < r.layer_predict.size(); ++l) {
+    const auto &p = r.layer_predict[l], &q = r.layer_input[l];
+    lc += fmt::format("{},{},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f}\n", l, per_layer[l],
+                      p.precision(), p.recall(), p.aer(), q.precision(), q.recall(), q.aer());
+  }
+  io::write_file_atomic(out / "align_layers.csv", lc);
+  std::string bc = "baseline,precision,recall,aer\n";
+  for (const auto& [k, c] : r.baseline.offset)
+    bc += fmt::format("offset {:+d},{:.4f},{:.4f},{:.4f}\n", k, c.precision(), c.recall(), c.aer());
+  bc += fmt::format("diagonal,{:.4f},{:.4f},{:.4f}\n", r.baseline.diagonal.precision(),
+                    r.baseline.diagonal.recall(), r.baseline.diagonal.aer());
+  io::write_file_atomic(out / "align_baseline.csv", bc);
+  // Heat maps: precision per head, both query conventions.
+  std::vector<plot::Panel> panels_out;
+  for (int conv = 0; conv < 2; ++conv) {
+    plot::Panel p;
+    p.title = conv == 0 ? "predicting the word" : "reading the word (shift)";
+    p.values.assign(per_layer.size(), {});
+    int64_t width = 0;
+    for (auto h : per_layer) width = std::max(width, h);
+    for (auto& row : p.values) row.assign(width, std::nan(""));
+    for (size_t j = 0; j < r.heads.size(); ++j)
+      p.values[r.heads[j].layer][r.heads[j].head] =
+          (conv == 0 ? r.predict[j] : r.input[j]).precision();
+    panels_out.push_back(p);
+  }
+  plot::ColourScale unit_scale;
+  unit_scale.lo = 0;
+  unit_scale.hi = 1;
+  plot::heatmaps(out / "align.png",
+                 fmt::format("Encoder-decoder heads as aligners: precision against gold links "
+                             "(best baseline {} {:.3f})",
+                             base_name, base.precision()),
+                 panels_out, "precision", unit_scale);
+  // The best single head and the best layer, each with its better convention.
+  auto best_index = [](const std::vector<analysis::AlignCounts>& p,
+                       const std::vector<analysis::AlignCounts>& q) {
+    size_t bi = 0;
+    bool input = false;
+    double bp = -1;
+    for (size_t j = 0; j < p.size(); ++j) {
+      if (p[j].predicted > 0 && p[j].precision() > bp) bp = p[j].precision(), bi = j, input = false;
+      if (q[j].predicted > 0 && q[j].precision() > bp) bp = q[j].precision(), bi = j, input = true;
+    }
+    return std::make_pair(bi, input);
+  };
+  auto counts_json = [](const analysis::AlignCounts& c) {
+    return nlohmann::ordered_json{
+        {"precision", c.precision()}, {"recall", c.recall()}, {"aer", c.aer()}};
+  };
+  nlohmann::ordered_json j;
+  j["checkpoint"] = a.options.checkpoint.string();
+  j["split"] = split;
+  j["target"] = tgt_path.string();
+  j["links"] = links_path.string();
+  j["sentences"] = r.sentences;
+  j["skipped_pieces_do_not_spell_words"] = r.unmatched;
+  j["target_words"] = r.target_words;
+  j["linked_target_words"] = r.linked_words;
+  j["baseline"] = counts_json(base);
+  j["baseline"]["name"] = base_name;
+  const auto [bh, bh_in] = best_index(r.predict, r.input);
+  const auto [bl, bl_in] = best_index(r.layer_predict, r.layer_input);
+  if (!r.heads.empty()) {
+    j["best_head"] = counts_json(bh_in ? r.input[bh] : r.predict[bh]);
+    j["best_head"]["head"] = r.heads[bh].label();
+    j["best_head"]["query"] = bh_in ? "input" : "predict";
+    j["best_layer"] = counts_json(bl_in ? r.layer_input[bl] : r.layer_predict[bl]);
+    j["best_layer"]["layer"] = bl;
+    j["best_layer"]["query"] = bl_in ? "input" : "predict";
+  }
+  nlohmann::ordered_json layers = nlohmann::ordered_json::array();
+  for (size_t l = 0; l < r.layer_predict.size(); ++l)
+    layers.push_back({{"layer", l},
+                      {"heads", per_layer[l]},
+                      {"predict", counts_json(r.layer_predict[l])},
+                      {"input", counts_json(r.layer_input[l])}});
+  j["layers"] = layers;
+  j["margin"] = margin;
+  int64_t n_align = 0;
+  for (size_t k = 0; k < r.heads.size(); ++k) n_align += aligns(k) ? 1 : 0;
+  j["aligning_heads"] = n_align;
+  if (order) {
+    j["run"] = run_dir;
+    std::vector<double> x, y;
+    for (size_t k = 0; k < r.heads.size(); ++k)
+      if (!std::isnan(step[k])) x.push_back(best_of(k)), y.push_back(step[k]);
+    j["spearman_precision_vs_removal_step"] = x.size() >= 3
+                                                  ? nlohmann::ordered_json(analysis::spearman(x, y))
+                                                  : nlohmann::ordered_json(nullptr);
+    nlohmann::ordered_json kept = nlohmann::ordered_json::array();
+    int64_t kept_align = 0, removed_align = 0, kept_n = 0, removed_n = 0;
+    for (size_t k = 0; k < r.heads.size(); ++k) {
+      if (std::isnan(step[k])) continue;
+      const bool is_kept = step[k] > order->last;
+      (is_kept ? kept_n : removed_n) += 1;
+      if (aligns(k)) (is_kept ? kept_align : removed_align) += 1;
+      if (is_kept)
+        kept.push_back(
+            {{"head", r.heads[k].label()}, {"precision", best_of(k)}, {"aligns", aligns(k)}});
+    }
+    j["kept_heads"] = kept;
+    j["kept_aligning"] = kept_align;
+    j["kept"] = kept_n;
+    j["removed_aligning"] = removed_align;
+    j["removed"] = removed_n;
+  }
+  io::write_file_atomic(out / "align.json", j.dump(2) + "\n");
+  std::printf("%lld sentences scored (%lld skipped), %lld of %lld target words linked\n",
+              static_cast<long long>(r.sentences), static_cast<long long>(r.unmatched),
+              static_cast<long long>(r.linked_words), static_cast<long long>(r.target_words));
+  std::printf("best baseline (%s): precision %.3f AER %.3f\n", base_name.c_str(), base.precision(),
+              base.aer());
+  if (!r.heads.empty()) {
+    const auto& hb = bh_in ? r.input[bh] : r.predict[bh];
+    const auto& lb = bl_in ? r.layer_input[bl] : r.layer_predict[bl];
+    std::printf("best head  %s (%s): precision %.3f AER %.3f\n", r.heads[bh].label().c_str(),
+                bh_in ? "input" : "predict", hb.precision(), hb.aer());
+    std::printf("best layer %zu (%s, mean of its heads): precision %.3f AER %.3f\n", bl,
+                bl_in ? "input" : "predict", lb.precision(), lb.aer());
+  }
+  std::printf("layer  precision(predict)  precision(input)  AER(predict)  AER(input)\n");
+  for (size_t l = 0; l < r.layer_predict.size(); ++l)
+    std::printf("%5zu  %18.3f  %16.3f  %12.3f  %10.3f\n", l, r.layer_predict[l].precision(),
+                r.layer_input[l].precision(), r.layer_predict[l].aer(), r.layer_input[l].aer());
+  std::printf("%lld heads align (precision >= baseline + %.2f)\n", static_cast<long long>(n_align),
+              margin);
+  if (order)
+    std::printf(
+        "kept by L0: %lld of %lld aligning heads (%lld of %lld gated kept); Spearman "
+        "precision vs removal step %s\n",
+        static_cast<long long>(j["kept_aligning"].get<int64_t>()),
+        static_cast<long long>(j["kept_aligning"].get<int64_t>() +
+                               j["removed_aligning"].get<int64_t>()),
+        static_cast<long long>(j["kept"].get<int64_t>()),
+        static_cast<long long>(j["kept"].get<int64_t>() + j["removed"].get<int64_t>()),
+        j["spearman_precision_vs_removal_step"].is_number()
+            ? fmt::format("{:+.3f}", j["spearman_precision_vs_removal_step"].get<double>()).c_str()
+            : "-");
+  std::printf("wrote %s/{align.csv,align_layers.csv,align_baseline.csv,align.json} and plots\n",
+              out.c_str());
+}
+
 // L0 pruning (a prune run) against Michel et al.'s importance pruning at equal head counts, and
 // where the heads that I_h and confidence rank highest stand in the run's removal order.
 void run_compare(const AnalyzeArgs& a, const std::string& run_dir, bool finetune,
@@ -562,7 +775,8 @@ void run_compare(const AnalyzeArgs& a, const std::string& run_dir, bool finetune
 void add_analyze_command(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "analyze",
-      "Head analyses of a checkpoint: importance, ablate, heads, relevance, compare, cluster");
+      "Head analyses of a checkpoint: importance, ablate, heads, relevance, align, compare, "
+      "cluster");
   cmd->require_subcommand(1);
   auto imp = std::make_shared<AnalyzeArgs>();
   auto* i =
@@ -623,6 +837,31 @@ void add_analyze_command(CLI::App& app) {
                 "A prune run started from --checkpoint: correlate with its removal order")
       ->check(CLI::ExistingDirectory);
   r->callback([rl, rl_eps, rl_run] { run_relevance(*rl, *rl_eps, *rl_run); });
+  auto al = std::make_shared<AnalyzeArgs>();
+  auto al_target = std::make_shared<std::string>("kjv");
+  auto al_links = std::make_shared<std::string>();
+  auto al_run = std::make_shared<std::string>();
+  auto al_margin = std::make_shared<double>(0.10);
+  auto* g = cmd->add_subcommand(
+      "align",
+      "Encoder-decoder heads as word aligners: force-decode a reference and score each head and "
+      "layer against gold word links (precision, AER, fixed-offset baselines)");
+  add_common(g, *al);
+  g->add_option("--target", *al_target,
+                "The reference to force-decode: kjv (SPLIT.kjv.en with SPLIT.kjv.links) or web "
+                "(the split's target with SPLIT.links), in the checkpoint's data folder")
+      ->check(CLI::IsMember({"kjv", "web"}))
+      ->capture_default_str();
+  g->add_option("--links", *al_links, "Gold links instead of the data folder's (S-T / S?T)")
+      ->check(CLI::ExistingFile);
+  g->add_option("--run", *al_run, "A prune run started from --checkpoint: which aligners L0 kept")
+      ->check(CLI::ExistingDirectory);
+  g->add_option("--margin", *al_margin,
+                "A head aligns when its precision beats the best baseline by this much")
+      ->capture_default_str();
+  g->callback([al, al_target, al_links, al_run, al_margin] {
+    run_align(*al, *al_target, *al_links, *al_run, *al_margin);
+  });
   auto cmp = std::make_shared<AnalyzeArgs>();
   auto run = std::make_shared<std::string>();
   auto* k = cmd->add_subcommand(

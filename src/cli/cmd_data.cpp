@@ -58,6 +58,14 @@ void add_data_command(CLI::App& app) {
       std::printf("%-6s %6zu verses %5zu chapters %8zu es words %8zu en words\n", s.name.c_str(),
                   s.verses, s.chapters, s.src_words, s.tgt_words);
     }
+    for (const auto& [name, l] : {std::pair<std::string, data::LinkStats>{"KJV", stats.ref2_links},
+                                  {"WEB", stats.tgt_links}}) {
+      std::printf(
+          "gold links es->%s (dev+test): %.1f%% of %lld words linked (%.1f%% sure); "
+          "%.1f%% of tagged words without a Spanish counterpart; tag purity %.3f\n",
+          name.c_str(), 100 * l.coverage(), static_cast<long long>(l.words),
+          100 * l.sure_coverage(), 100 * l.unmatched_share(), l.purity);
+    }
     std::printf("written to %s (see corpus.json and README.md there)\n", out->c_str());
   });
 

@@ -1,6 +1,8 @@
 #include "headcount/data/bible.h"
 
+#include <algorithm>
 #include <array>
+#include <cctype>
 #include <cstdio>
 #include <map>
 #include <set>
@@ -72,16 +74,34 @@ bool opens_tightly(char32_t c) {
 }
 
 // Turns boundary marks into spaces where they separate two words, drops them next to existing
-// whitespace or tight punctuation, removes the pilcrow, and collapses whitespace.
-std::string finish_text(const std::string& raw) {
+// whitespace or tight punctuation, and removes the pilcrow. `labels` has one entry per byte of
+// `raw`; `out_labels` gets one per character of the result (-1 for inserted spaces). Whitespace
+// is collapsed by the caller.
+std::u32string finish_text(const std::string& raw, const std::vector<int>& labels,
+                           std::vector<int>* out_labels) {
   const std::u32string s = text::to_u32(raw);
+  // One label per character: its first byte's.
+  std::vector<int> lab;
+  lab.reserve(s.size());
+  for (size_t b = 0; b < raw.size(); ++b)
+    if ((static_cast<unsigned char>(raw[b]) & 0xC0) != 0x80) lab.push_back(labels[b]);
+  if (lab.size() != s.size()) lab.assign(s.size(), -1);  // invalid UTF-8: no labels
   std::u32string out;
   out.reserve(s.size());
+  out_labels->clear();
+  auto emit = [&](char32_t c, int label) {
+    out.push_back(c);
+    out_labels->push_back(label);
+  };
+  auto drop_last = [&] {
+    out.pop_back();
+    out_labels->pop_back();
+  };
   for (size_t i = 0; i < s.size(); ++i) {
     const char32_t c = s[i];
     if (c == U'\u00b6') continue;  // KJV paragraph sign
     if (c != static_cast<char32_t>(kBoundary)) {
-      out.push_back(c);
+      emit(c, lab[i]);
       continue;
     }
     size_t j = i;
@@ -92,7 +112,7 @@ std::string finish_text(const std::string& raw) {
       ++k;
     }
     if (k < s.size() && closes_tightly(s[k])) {
-      while (!out.empty() && text::is_py_space(out.back())) out.pop_back();
+      while (!out.empty() && text::is_py_space(out.back())) drop_last();
       i = k - 1;
       continue;
     }
@@ -101,18 +121,56 @@ std::string finish_text(const std::string& raw) {
     const char32_t prev = out.empty() ? U' ' : out.back();
     if (!text::is_py_space(prev) && !text::is_py_space(next) && !closes_tightly(next) &&
         !opens_tightly(prev)) {
-      out.push_back(U' ');
+      emit(U' ', -1);
     }
     i = j - 1;
   }
-  return text::to_utf8(text::collapse_spaces(out));
+  return out;
+}
+
+// The Strong's numbers of a <w> tag's lemma attribute ("strong:H0430 strong:H853" -> H430,
+// H853); other lemma kinds are ignored.
+std::vector<std::string> strong_numbers(std::string_view tag) {
+  std::vector<std::string> out;
+  const size_t at = tag.find("lemma=\"");
+  if (at == std::string_view::npos) return out;
+  const size_t start = at + 7;
+  const size_t end = tag.find('"', start);
+  if (end == std::string_view::npos) return out;
+  const std::string_view value = tag.substr(start, end - start);
+  size_t i = 0;
+  while (i < value.size()) {
+    size_t j = value.find(' ', i);
+    if (j == std::string_view::npos) j = value.size();
+    std::string_view token = value.substr(i, j - i);
+    i = j + 1;
+    const size_t colon = token.find("strong:");
+    if (colon == std::string_view::npos) continue;
+    token.remove_prefix(colon + 7);
+    if (token.empty() || !std::isalpha(static_cast<unsigned char>(token[0]))) continue;
+    std::string n(1, static_cast<char>(std::toupper(static_cast<unsigned char>(token[0]))));
+    size_t d = 1;
+    while (d < token.size() && token[d] == '0') ++d;
+    if (d == token.size() || !std::isdigit(static_cast<unsigned char>(token[d]))) continue;
+    n.append(token.substr(d));
+    out.push_back(std::move(n));
+  }
+  return out;
 }
 
 }  // namespace
 
-std::string osis_to_text(std::string_view osis) {
+TaggedText osis_to_tagged_text(std::string_view osis) {
   std::string raw;
   raw.reserve(osis.size());
+  std::vector<int> labels;  // per byte of raw: index into `numbers`, or -1
+  std::vector<std::vector<std::string>> numbers;
+  std::vector<int> w_stack;  // labels of the open <w> elements
+  auto label = [&] { return w_stack.empty() ? -1 : w_stack.back(); };
+  auto push = [&](char c, int l) {
+    raw.push_back(c);
+    labels.push_back(l);
+  };
   std::vector<std::string> dropped_stack;  // open dropped elements, innermost last
   size_t i = 0;
   while (i < osis.size()) {
@@ -148,14 +206,23 @@ std::string osis_to_text(std::string_view osis) {
             dropped_stack.push_back(name);
           }
         }
-        if (dropped_stack.empty()) raw.push_back(kBoundary);
+        if (dropped_stack.empty()) push(kBoundary, -1);
         continue;
+      }
+      if (name == "w" && !self_closing) {
+        if (closing) {
+          if (!w_stack.empty()) w_stack.pop_back();
+        } else {
+          auto n = strong_numbers(tag);
+          w_stack.push_back(n.empty() ? -1 : static_cast<int>(numbers.size()));
+          if (!n.empty()) numbers.push_back(std::move(n));
+        }
       }
       if (is_dropped_element(name)) {
         if (!closing && !self_closing) dropped_stack.push_back(name);
-        raw.push_back(kBoundary);
+        push(kBoundary, -1);
       } else if (self_closing || is_block_element(name)) {
-        raw.push_back(kBoundary);
+        push(kBoundary, -1);
       }
       continue;
     }
@@ -165,14 +232,69 @@ std::string osis_to_text(std::string_view osis) {
     }
     if (c == '&') {
       if (const size_t n = decode_entity(osis, i, raw)) {
+        labels.resize(raw.size(), label());
         i += n;
         continue;
       }
     }
-    raw.push_back(c == '\n' || c == '\t' || c == '\r' ? ' ' : c);
+    push(c == '\n' || c == '\t' || c == '\r' ? ' ' : c, label());
     ++i;
   }
-  return finish_text(raw);
+  std::vector<int> char_labels;
+  const std::u32string t = finish_text(raw, labels, &char_labels);
+  TaggedText out;
+  out.text = text::to_utf8(text::collapse_spaces(t));
+  // Words are the runs of non-space characters (what collapse_spaces joins with single spaces).
+  // A word carries the numbers of its letters and digits (of all its characters if it has none).
+  size_t i2 = 0;
+  while (i2 < t.size()) {
+    while (i2 < t.size() && text::is_py_space(t[i2])) ++i2;
+    if (i2 >= t.size()) break;
+    const size_t start = i2;
+    while (i2 < t.size() && !text::is_py_space(t[i2])) ++i2;
+    std::set<int> alnum, any;
+    for (size_t k = start; k < i2; ++k) {
+      if (char_labels[k] < 0) continue;
+      any.insert(char_labels[k]);
+      const char32_t ch = t[k];
+      const bool letter = ch >= 0x80 ? !closes_tightly(ch) && !opens_tightly(ch)
+                                     : std::isalnum(static_cast<unsigned char>(ch)) != 0;
+      if (letter) alnum.insert(char_labels[k]);
+    }
+    std::vector<std::string> word;
+    for (int l : alnum.empty() ? any : alnum)
+      for (const auto& n : numbers[l])
+        if (std::find(word.begin(), word.end(), n) == word.end()) word.push_back(n);
+    out.word_numbers.push_back(std::move(word));
+  }
+  return out;
+}
+
+std::string osis_to_text(std::string_view osis) {
+  return osis_to_tagged_text(osis).text;
+}
+
+std::vector<WordLink> strong_links(const std::vector<std::vector<std::string>>& src,
+                                   const std::vector<std::vector<std::string>>& tgt) {
+  std::map<std::string, std::vector<int32_t>> s_words, t_words;
+  for (size_t w = 0; w < src.size(); ++w)
+    for (const auto& n : src[w]) s_words[n].push_back(static_cast<int32_t>(w));
+  for (size_t w = 0; w < tgt.size(); ++w)
+    for (const auto& n : tgt[w]) t_words[n].push_back(static_cast<int32_t>(w));
+  std::map<std::pair<int32_t, int32_t>, bool> links;  // (tgt, src) -> sure
+  for (const auto& [n, ts] : t_words) {
+    const auto it = s_words.find(n);
+    if (it == s_words.end()) continue;
+    const bool sure = ts.size() == 1 && it->second.size() == 1;
+    for (int32_t t : ts)
+      for (int32_t s : it->second) {
+        auto [at, inserted] = links.emplace(std::make_pair(t, s), sure);
+        if (!inserted) at->second = at->second || sure;
+      }
+  }
+  std::vector<WordLink> out;
+  for (const auto& [ts, sure] : links) out.push_back({ts.second, ts.first, sure});
+  return out;
 }
 
 std::string VerseEntry::key() const {
@@ -238,6 +360,7 @@ namespace {
 struct Module {
   std::string name;
   std::unordered_map<std::string, std::string> text;  // key -> plain text (non-empty only)
+  std::unordered_map<std::string, std::vector<std::vector<std::string>>> numbers;  // per word
   std::vector<VerseEntry> order;
   std::string version;
 };
@@ -267,8 +390,10 @@ Module read_module(const std::string& mod2imp, const std::string& name) {
            "sword-text-sparv sword-text-web sword-text-kjv'",
            name);
   for (const auto& e : m.order) {
-    std::string t = osis_to_text(e.osis);
-    if (!t.empty()) m.text.emplace(e.key(), std::move(t));
+    auto t = osis_to_tagged_text(e.osis);
+    if (t.text.empty()) continue;
+    m.text.emplace(e.key(), std::move(t.text));
+    m.numbers.emplace(e.key(), std::move(t.word_numbers));
   }
   m.version = module_version(name);
   return m;
@@ -284,6 +409,49 @@ size_t count_words(const std::string& s) {
   }
   return n;
 }
+
+// Coverage and quality of one English module's Strong's tags (LinkStats), over dev and test.
+struct LinkStatsBuilder {
+  LinkStats s;
+  std::map<std::string, std::map<std::string, int64_t>> forms;  // number -> word form -> tokens
+  void add(const std::vector<std::vector<std::string>>& words, const std::vector<WordLink>& links,
+           const std::set<std::string>& src_numbers) {
+    s.words += static_cast<int64_t>(words.size());
+    std::vector<char> linked(words.size(), 0), sure(words.size(), 0);
+    for (const auto& l : links) {
+      linked[l.tgt] = 1;
+      if (l.sure) sure[l.tgt] = 1;
+    }
+    for (size_t w = 0; w < words.size(); ++w) {
+      s.linked += linked[w];
+      s.sure += sure[w];
+      if (words[w].empty()) continue;
+      ++s.tagged;
+      bool any = false;
+      for (const auto& n : words[w]) any = any || src_numbers.count(n) > 0;
+      if (!any) ++s.unmatched;
+    }
+  }
+  void add_forms(const std::string& line, const std::vector<std::vector<std::string>>& words) {
+    const auto toks = text::split(line, ' ');
+    for (size_t w = 0; w < words.size() && w < toks.size(); ++w) {
+      std::string f;
+      for (unsigned char c : toks[w])
+        if (std::isalnum(c) || c >= 0x80) f.push_back(static_cast<char>(std::tolower(c)));
+      for (const auto& n : words[w]) ++forms[n][f];
+    }
+  }
+  LinkStats finish() {
+    int64_t top = 0, all = 0;
+    for (const auto& [n, f] : forms) {
+      int64_t best = 0;
+      for (const auto& [form, c] : f) best = std::max(best, c), all += c;
+      top += best;
+    }
+    s.purity = all > 0 ? static_cast<double>(top) / static_cast<double>(all) : 0;
+    return s;
+  }
+};
 
 }  // namespace
 
@@ -313,10 +481,11 @@ BibleStats build_bible_corpus(const BibleOptions& o) {
   // Canonical order: the source module's. Chapters are numbered as they first appear among the
   // verses that all three modules have.
   struct Split {
-    std::vector<std::string> src, tgt, ref2, keys;
+    std::vector<std::string> src, tgt, ref2, keys, tgt_links, ref2_links;
     std::set<std::string> chapters;
   };
-  std::array<Split, 3> splits;  // train, dev, test
+  std::array<Split, 3> splits;                 // train, dev, test
+  std::array<LinkStatsBuilder, 2> link_stats;  // target (WEB), second reference (KJV)
   std::map<std::string, int> chapter_index;
   std::set<std::string> seen;
   for (const auto& e : src.order) {
@@ -335,6 +504,20 @@ BibleStats build_bible_corpus(const BibleOptions& o) {
     sp.ref2.push_back(r->second);
     sp.keys.push_back(key);
     sp.chapters.insert(chapter);
+    if (&sp != &splits[0]) {
+      const auto& sn = src.numbers.at(key);
+      const auto& tn = tgt.numbers.at(key);
+      const auto& rn = ref2.numbers.at(key);
+      const auto tl = strong_links(sn, tn), rl = strong_links(sn, rn);
+      sp.tgt_links.push_back(format_links(tl));
+      sp.ref2_links.push_back(format_links(rl));
+      std::set<std::string> src_numbers;
+      for (const auto& w : sn) src_numbers.insert(w.begin(), w.end());
+      link_stats[0].add(tn, tl, src_numbers);
+      link_stats[1].add(rn, rl, src_numbers);
+      link_stats[0].add_forms(t->second, tn);
+      link_stats[1].add_forms(r->second, rn);
+    }
     ++stats.common;
   }
 
@@ -366,16 +549,44 @@ BibleStats build_bible_corpus(const BibleOptions& o) {
     io::write_lines_atomic(o.out / fmt::format("{}.es", st.name), sp.src);
     io::write_lines_atomic(o.out / fmt::format("{}.en", st.name), sp.tgt);
     io::write_lines_atomic(o.out / fmt::format("{}.ref", st.name), sp.keys);
-    if (k > 0) io::write_lines_atomic(o.out / fmt::format("{}.kjv.en", st.name), sp.ref2);
+    if (k > 0) {
+      io::write_lines_atomic(o.out / fmt::format("{}.kjv.en", st.name), sp.ref2);
+      io::write_lines_atomic(o.out / fmt::format("{}.links", st.name), sp.tgt_links);
+      io::write_lines_atomic(o.out / fmt::format("{}.kjv.links", st.name), sp.ref2_links);
+    }
     info["splits"][st.name] = {{"verses", st.verses},
                                {"chapters", st.chapters},
                                {"es_words", st.src_words},
                                {"en_words", st.tgt_words}};
   }
+  stats.tgt_links = link_stats[0].finish();
+  stats.ref2_links = link_stats[1].finish();
+  auto link_json = [](const LinkStats& l) {
+    return nlohmann::ordered_json{{"target_words", l.words},
+                                  {"linked_share", l.coverage()},
+                                  {"sure_linked_share", l.sure_coverage()},
+                                  {"tagged_words", l.tagged},
+                                  {"tagged_without_spanish_counterpart", l.unmatched_share()},
+                                  {"tag_purity", l.purity}};
+  };
+  info["links"] = {
+      {"format",
+       "one line per verse: S-T (sure) or S?T (possible), 0-based word indices of the Spanish line "
+       "and of the English line split at spaces, sorted by (T, S)"},
+      {"rule",
+       "a word carries the Strong's numbers of the <w lemma=\"strong:...\"> elements its letters "
+       "came from; every English word carrying a number is linked to every Spanish word carrying "
+       "it; sure when the number tags exactly one word on each side, possible otherwise "
+       "(multi-word phrases, repeated numbers); numbers on one side only link nothing"},
+      {"measured_on", "dev + test"},
+      {o.tgt_module, link_json(stats.tgt_links)},
+      {o.ref2_module, link_json(stats.ref2_links)}};
   info["files"] = {"{train,dev,test}.es: Spanish source (Reina-Valera 1909)",
                    "{train,dev,test}.en: English target (World English Bible)",
                    "{dev,test}.kjv.en: second English reference (King James Version)",
-                   "{train,dev,test}.ref: the verse reference of each line"};
+                   "{train,dev,test}.ref: the verse reference of each line",
+                   "{dev,test}.links: gold word links Spanish -> WEB (Strong's numbers)",
+                   "{dev,test}.kjv.links: gold word links Spanish -> KJV (Strong's numbers)"};
   info["made_by"] = fmt::format("headcount data bible (headcount {})", HEADCOUNT_VERSION);
   io::write_file_atomic(o.out / "corpus.json", info.dump(2) + "\n");
 
@@ -393,6 +604,22 @@ BibleStats build_bible_corpus(const BibleOptions& o) {
   for (const auto& st : stats.splits) {
     readme += fmt::format("| {} | {} | {} | {} | {} |\n", st.name, st.verses, st.chapters,
                           st.src_words, st.tgt_words);
+  }
+  readme += fmt::format(
+      "\nGold word links from the modules' Strong's numbers (`{{dev,test}}.kjv.links`: Spanish -> "
+      "KJV; `{{dev,test}}.links`: Spanish -> WEB; none for train): one line per verse, `S-T` "
+      "(sure) or `S?T` (possible), 0-based word indices of the lines split at spaces. A word "
+      "carries the numbers of the `<w lemma=\"strong:...\">` elements its letters came from; "
+      "every English word with a number is linked to every Spanish word with it; sure when the "
+      "number tags exactly one word on each side, possible for phrases (\"EN el principio\") and "
+      "repeated numbers.\n\n"
+      "| module (dev + test) | English words | linked | sure-linked | tagged without Spanish "
+      "counterpart | tag purity |\n| --- | ---: | ---: | ---: | ---: | ---: |\n");
+  for (const auto& [name, l] : {std::pair<std::string, LinkStats>{o.ref2_module, stats.ref2_links},
+                                {o.tgt_module, stats.tgt_links}}) {
+    readme += fmt::format("| {} | {} | {:.1f}% | {:.1f}% | {:.1f}% | {:.3f} |\n", name, l.words,
+                          100 * l.coverage(), 100 * l.sure_coverage(), 100 * l.unmatched_share(),
+                          l.purity);
   }
   readme += "\nThe texts are in the public domain. corpus.json holds the same facts.\n";
   io::write_file_atomic(o.out / "README.md", readme);

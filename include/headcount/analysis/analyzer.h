@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "headcount/analysis/alignment.h"
 #include "headcount/analysis/head_stats.h"
 #include "headcount/analysis/syntax.h"
 #include "headcount/model/architecture.h"
@@ -29,6 +30,18 @@ struct SyntaxResult {
   OffsetBaseline baseline;
   int64_t sentences = 0;  // sentences whose pieces matched their parse's words
   int64_t unmatched = 0;  // sentences skipped: their pieces do not spell the parse's words
+};
+
+// The encoder-decoder heads as aligners (alignment.h).
+struct AlignmentResult {
+  std::vector<HeadId> heads;                // the encoder-decoder heads, in the order of heads()
+  std::vector<AlignCounts> predict, input;  // per head, by query convention
+  // Per decoder layer: the argmax of its heads' mean attention (zero counts: no heads).
+  std::vector<AlignCounts> layer_predict, layer_input;
+  AlignBaseline baseline;
+  int64_t sentences = 0;  // scored
+  int64_t unmatched = 0;  // skipped: pieces do not spell the words of the text
+  int64_t target_words = 0, linked_words = 0;
 };
 
 // A prune run's removal order (RUN/head_removal.csv) against an analysis's heads.
@@ -92,6 +105,13 @@ class Analyzer {
   // LRP head relevance to the top-1 logit of every target token, teacher-forced on the
   // reference (epsilon rule with stabiliser `eps`).
   RelevanceResult relevance(double eps);
+
+  // Force-decodes `targets` (sentence i against the split's source sentence i; at least as many
+  // as the analysis uses) and scores each encoder-decoder head, and each layer's mean, as an
+  // aligner against `links` (word indices of the source line and of the target line, split at
+  // spaces).
+  AlignmentResult alignment(const std::vector<std::string>& targets,
+                            const std::vector<std::vector<data::WordLink>>& links);
 
   // Summed JS divergences between the heads of one attention type (rows and columns in the order
   // of heads() restricted to that type), over the dataset.

@@ -7,6 +7,8 @@
 #include <string_view>
 #include <vector>
 
+#include "headcount/data/links.h"
+
 namespace headcount::data {
 
 namespace fs = std::filesystem;
@@ -17,6 +19,22 @@ namespace fs = std::filesystem;
 // "Godcreated"), while "earth<note>...</note>." stays "earth.". Entities are decoded, the KJV's
 // pilcrow is dropped, and whitespace is collapsed.
 std::string osis_to_text(std::string_view osis);
+
+// The same text, with the Strong's numbers of each word: word i of `text` split at spaces carries
+// the numbers (normalised: "H0430" -> "H430") of the <w lemma="strong:..."> elements its letters
+// and digits came from (all of its characters' if it has none), in order of first appearance.
+struct TaggedText {
+  std::string text;
+  std::vector<std::vector<std::string>> word_numbers;
+};
+TaggedText osis_to_tagged_text(std::string_view osis);
+
+// Gold word links of a verse pair from the words' Strong's numbers: every target word carrying a
+// number is linked to every source word carrying it; the link is sure when the number tags exactly
+// one word on each side, possible otherwise (phrases such as "EN el principio", repeated
+// numbers). Numbers on one side only link nothing.
+std::vector<WordLink> strong_links(const std::vector<std::vector<std::string>>& src,
+                                   const std::vector<std::vector<std::string>>& tgt);
 
 struct VerseEntry {
   std::string book;
@@ -51,14 +69,32 @@ struct BibleSplitStats {
   size_t tgt_words = 0;
 };
 
+// How usable one English module's Strong's tags are as gold links to the Spanish, over dev+test.
+struct LinkStats {
+  int64_t words = 0;      // target words
+  int64_t linked = 0;     // with at least one link
+  int64_t sure = 0;       // with a sure link
+  int64_t tagged = 0;     // carrying a Strong's number
+  int64_t unmatched = 0;  // tagged, but no number of theirs is in the Spanish verse
+  // Token-weighted over numbers: the share of a number's English tokens that are its most
+  // frequent (lowercased) word form. Hand-tagged modules score high.
+  double purity = 0;
+  double coverage() const { return words ? static_cast<double>(linked) / words : 0; }
+  double sure_coverage() const { return words ? static_cast<double>(sure) / words : 0; }
+  double unmatched_share() const { return tagged ? static_cast<double>(unmatched) / tagged : 0; }
+};
+
 struct BibleStats {
   size_t src_entries = 0, tgt_entries = 0, ref2_entries = 0;
   size_t common = 0;  // references present (non-empty) in all three modules
   std::vector<BibleSplitStats> splits;
+  LinkStats tgt_links, ref2_links;  // dev + test
 };
 
 // Reads the three modules through `mod2imp` and writes
 //   DIR/{train,dev,test}.{es,en}, DIR/{dev,test}.kjv.en, DIR/{train,dev,test}.ref (verse keys),
+//   DIR/{dev,test}.links (Spanish -> WEB) and DIR/{dev,test}.kjv.links (Spanish -> KJV): gold
+//   word links from the Strong's numbers (strong_links, format of links.h),
 //   DIR/corpus.json and DIR/README.md.
 // Deterministic: the same modules give byte-identical files. Every file is written atomically.
 BibleStats build_bible_corpus(const BibleOptions& options);
