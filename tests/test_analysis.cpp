@@ -139,6 +139,8 @@ TEST(RankCorrelation, SpearmanByHandWithTies) {
 
 #include "headcount/analysis/analyzer.h"
 #include "headcount/common/io.h"
+#include "headcount/common/text.h"
+#include "headcount/data/links.h"
 #include "headcount/data/vocab.h"
 #include "headcount/train/batching.h"
 #include "headcount/train/checkpoint.h"
@@ -253,6 +255,69 @@ TEST(Analyzer, BleuMatchesEvalAndMaskingEverythingHurts) {
   EXPECT_GT(rel.sentences, 0);
   EXPECT_GT(rel.tokens, rel.sentences);
   EXPECT_TRUE(std::isfinite(rel.source_share) && std::isfinite(rel.reached_inputs));
+}
+
+// Heads as aligners against given gold links, through the library and the command.
+TEST(Analyzer, AlignmentAgainstGoldLinksAndItsCommand) {
+  testing::TempDir dir;
+  const auto ckpt = tiny_model(dir);
+  const auto es = io::read_lines(dir / "dev.es"), en = io::read_lines(dir / "dev.en");
+  // Gold: target word t linked (sure) to source word min(t, last).
+  std::vector<std::vector<data::WordLink>> gold;
+  std::vector<std::string> lines;
+  for (size_t i = 0; i < es.size(); ++i) {
+    const auto ns = static_cast<int32_t>(text::split(es[i], ' ').size());
+    const auto nt = static_cast<int32_t>(text::split(en[i], ' ').size());
+    std::vector<data::WordLink> g;
+    for (int32_t t = 0; t < nt; ++t) g.push_back({std::min(t, ns - 1), t, true});
+    lines.push_back(data::format_links(g));
+    gold.push_back(std::move(g));
+  }
+  AnalyzeOptions o;
+  o.checkpoint = ckpt;
+  o.sentences = 0;
+  Analyzer an(o);
+  const auto r = an.alignment(en, gold);
+  EXPECT_EQ(r.sentences + r.unmatched, static_cast<int64_t>(es.size()));
+  ASSERT_GT(r.sentences, 0);
+  ASSERT_EQ(r.heads.size(), 2u);
+  EXPECT_EQ(r.linked_words, r.target_words);
+  // One prediction per linked word; one sure link per word, so precision equals recall.
+  for (const auto* conv : {&r.predict, &r.input, &r.layer_predict, &r.layer_input}) {
+    for (const auto& c : *conv) {
+      EXPECT_EQ(c.predicted, static_cast<double>(r.linked_words));
+      EXPECT_EQ(c.sure, static_cast<double>(r.linked_words));
+      EXPECT_DOUBLE_EQ(c.precision(), c.recall());
+      EXPECT_GE(c.precision(), 0.0);
+      EXPECT_LE(c.precision(), 1.0);
+    }
+  }
+  EXPECT_EQ(r.baseline.offset.at(0).precision(), r.baseline.offset.at(0).recall());
+  // The command, with the same links.
+  io::write_lines_atomic(dir / "dev.gold", lines);
+  const auto out = dir / "align";
+  ASSERT_EQ(std::system(fmt::format("{} analyze align --checkpoint {} --target web --links {} "
+                                    "--sentences 0 --out {} >/dev/null 2>&1",
+                                    HEADCOUNT_BINARY, ckpt.string(), (dir / "dev.gold").string(),
+                                    out.string())
+                            .c_str()),
+            0);
+  const auto j = nlohmann::json::parse(io::read_file(out / "align.json"));
+  EXPECT_EQ(j["sentences"], r.sentences);
+  EXPECT_NEAR(j["best_head"]["precision"].get<double>(),
+              std::max({r.predict[0].precision(), r.predict[1].precision(), r.input[0].precision(),
+                        r.input[1].precision()}),
+              1e-12);
+  EXPECT_EQ(io::read_lines(out / "align.csv").size(), 3u);
+  EXPECT_EQ(io::read_lines(out / "align_layers.csv").size(), 2u);
+  // Without links (the tiny corpus has none): a clear error naming the file it looked for.
+  const auto err = dir / "err.txt";
+  EXPECT_NE(std::system(fmt::format("{} analyze align --checkpoint {} --out {} >/dev/null 2>{}",
+                                    HEADCOUNT_BINARY, ckpt.string(), out.string(), err.string())
+                            .c_str()),
+            0);
+  EXPECT_NE(io::read_file(err).find("dev.kjv.links: no gold word links"), std::string::npos)
+      << io::read_file(err);
 }
 
 }  // namespace
