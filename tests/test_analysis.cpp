@@ -251,6 +251,8 @@ TEST(Analyzer, BleuMatchesEvalAndMaskingEverythingHurts) {
   for (size_t i = 0; i < 6; i += 2) {
     EXPECT_EQ(an.heads()[i].layer, an.heads()[i + 1].layer);
     EXPECT_NEAR(rel.share[i] + rel.share[i + 1], 1.0, 1e-9) << an.heads()[i].label();
+    EXPECT_NEAR(rel.token_share[i] + rel.token_share[i + 1], 1.0, 1e-9) << an.heads()[i].label();
+    EXPECT_NEAR(rel.share[i], rel.raw[i] / (rel.raw[i] + rel.raw[i + 1]), 1e-9);
   }
   EXPECT_GT(rel.sentences, 0);
   EXPECT_GT(rel.tokens, rel.sentences);

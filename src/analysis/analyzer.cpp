@@ -442,8 +442,11 @@ RelevanceResult Analyzer::relevance(double eps) {
     const std::pair<int, int64_t> key{static_cast<int>(h.type), h.layer};
     const auto it = share.find(key);
     const double n = counted[key];
-    r.share.push_back(it == share.end() || n == 0 ? std::nan("")
-                                                  : it->second[h.head].item<double>() / n);
+    r.token_share.push_back(it == share.end() || n == 0 ? std::nan("")
+                                                        : it->second[h.head].item<double>() / n);
+    const double layer_total = it == share.end() ? 0 : raw[key].sum().item<double>();
+    r.share.push_back(layer_total == 0 ? std::nan("")
+                                       : raw[key][h.head].item<double>() / layer_total);
     r.raw.push_back(it == share.end() || r.tokens == 0
                         ? std::nan("")
                         : raw[key][h.head].item<double>() / static_cast<double>(r.tokens));

@@ -364,12 +364,13 @@ void run_relevance(const AnalyzeArgs& a, double eps, const std::string& run_dir)
     for (auto t : model::kAttentionTypes) j[model::attention_name(t)] = rho(other, t);
     return j;
   };
-  std::string csv =
-      fmt::format("attention,layer,head,relevance,raw_relevance,confidence,importance{}\n",
-                  order ? ",removal_step,kept" : "");
+  std::string csv = fmt::format(
+      "attention,layer,head,relevance,relevance_token_mean,raw_relevance,confidence,"
+      "importance{}\n",
+      order ? ",removal_step,kept" : "");
   for (size_t i = 0; i < heads.size(); ++i) {
-    csv += fmt::format("{},{:.6g},{:.6g},{:.4f},{:.6g}", head_cols(heads[i]), rel.share[i],
-                       rel.raw[i], conf[i], imp[i]);
+    csv += fmt::format("{},{:.6g},{:.6g},{:.6g},{:.4f},{:.6g}", head_cols(heads[i]), rel.share[i],
+                       rel.token_share[i], rel.raw[i], conf[i], imp[i]);
     if (order) {
       if (std::isnan(step[i]))
         csv += ",,";

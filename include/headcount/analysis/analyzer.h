@@ -59,9 +59,12 @@ RemovalOrder read_removal_order(const fs::path& run, const std::vector<HeadId>& 
 
 // Head relevance by layer-wise relevance propagation (relevance.h), over the dataset.
 struct RelevanceResult {
-  // Per head (order of heads()): its share of its layer's summed head relevance, averaged over
-  // output tokens (Voita et al.'s per-layer normalisation); and its raw relevance per token.
-  std::vector<double> share, raw;
+  // Per head (order of heads()): `share`, its share of its layer's head relevance summed over all
+  // target tokens (Voita et al.'s per-layer normalisation); `token_share`, its share per token
+  // averaged over tokens (unstable where a layer's heads carry almost none of a token's
+  // relevance, as in upper encoder layers, where most of it flows through the residual stream);
+  // `raw`, its relevance per token.
+  std::vector<double> share, token_share, raw;
   double source_share = 0;    // share of the relevance reaching the embeddings that is the source's
   double reached_inputs = 0;  // share of the top-1 logit that reaches the embeddings (the rest
                               // is absorbed by biases and the stabiliser)

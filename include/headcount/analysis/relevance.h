@@ -16,8 +16,8 @@
 // Relevance is conserved at each step up to what biases and the stabiliser absorb.
 //
 // A head's relevance to output position t is the sum of the relevance of its output neurons
-// (before the output projection) over all query positions; per layer it is normalised to the
-// head's share of the layer's summed head relevance, then averaged over output positions.
+// (before the output projection) over all query positions; Analyzer::relevance normalises it per
+// layer (the head's share of the layer's summed head relevance).
 #pragma once
 
 #include <torch/types.h>
