@@ -477,7 +477,9 @@ void run_align(const AnalyzeArgs& a, const std::string& target, const std::strin
            "no sentence could be scored: the subword pieces of {} and of the source never spell "
            "their words",
            tgt_path.string());
-  const auto [base_name, base] = r.baseline.best();
+  const auto best_baseline = r.baseline.best();
+  const std::string& base_name = best_baseline.first;
+  const analysis::AlignCounts& base = best_baseline.second;
   // Removal steps of the enc-dec heads (NaN: not gated by the run).
   std::vector<double> step(r.heads.size(), std::nan(""));
   if (order) {
