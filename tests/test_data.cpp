@@ -95,6 +95,63 @@ TEST(Strong, WordsCarryTheNumbersOfTheirLetters) {
   EXPECT_EQ(u.word_numbers, (Numbers{{"H1"}, {"H3"}, {}}));
 }
 
+TEST(Strong, LemmaForms) {
+  // The Spanish module writes two numbers as "strong:H5315 H2416" (the second without a prefix);
+  // repeats count once; tokens of another lemma kind, and the bare ones after them, are no
+  // Strong's numbers; a letter suffix is kept; single quotes work.
+  const auto t = data::osis_to_tagged_text(
+      R"(<w lemma="strong:H5315 H2416">hay vida</w> <w lemma="strong:H0398 H0398">comer&#225;s</w> )"
+      R"(<w lemma="lemma.TR:agape 25">a</w> <w lemma="strong:G25 lemma.TR:x G3">b</w> )"
+      R"(<w lemma="strong:H1254a">c</w> <w lemma='strong:H0007'>d</w> <w lemma="strong:H0">e</w> )"
+      R"(<w morph="strong:H1">f</w>)");
+  EXPECT_EQ(t.text, "hay vida comer\u00e1s a b c d e f");
+  const Numbers expected = {
+      {"H5315", "H2416"}, {"H5315", "H2416"}, {"H398"}, {}, {"G25"}, {"H1254a"}, {"H7"}, {}, {}};
+  EXPECT_EQ(t.word_numbers, expected);
+}
+
+TEST(Strong, WordsAcrossElementsNestedElementsAndPunctuation) {
+  // A word whose letters come from two elements carries both numbers; a nested <w> also carries
+  // the outer one's; a dash or quote from another element does not tag the word it touches, nor
+  // does an inline element without numbers (<transChange>).
+  const auto t = data::osis_to_tagged_text(
+      R"(<w lemma="strong:H1">Lord</w><w lemma="strong:H2">’s</w> )"
+      R"(<w lemma="strong:H3">out <w lemma="strong:H4">in</w></w> )"
+      R"(<w lemma="strong:H5">said</w><w lemma="strong:H6">—</w><transChange>x</transChange> )"
+      R"(<q>“<w lemma="strong:H7">Go</w>”</q><w lemma="strong:H8">.</w> )"
+      R"(<w lemma="strong:H9">;</w>)");
+  EXPECT_EQ(t.text, "Lord\u2019s out in said\u2014x \u201cGo\u201d. ;");
+  const Numbers expected = {{"H1", "H2"}, {"H3"}, {"H3", "H4"}, {"H5"}, {"H7"}, {"H9"}};
+  EXPECT_EQ(t.word_numbers, expected);
+}
+
+TEST(Strong, TaggedTextIsOsisToTextWithOneEntryPerWord) {
+  // osis_to_text is the tagged text's text, for the inputs of the Osis tests above and more.
+  for (
+      const std::string osis :
+      {R"(<w lemma="strong:H0430">God</w><note placement="foot"><reference )"
+       R"(type="annotateRef">1:1 </reference>The “God”.</note><w lemma="strong:H1254">created</w> )"
+       R"(<w>the</w> <w>heavens</w>.)",
+       "<w>earth</w><note>a note</note>.", "coins</q> <note>about coins</note> <q>? Not",
+       R"(<title type="psalm">A Psalm.</title> <w lemma="strong:H1">The</w> LORD)",
+       R"(<speaker>Beloved</speaker> <lg sID="x"/> <l sID="y"/>My love)",
+       R"(end<milestone type="x-p" marker="¶"/>start)", R"(this,<l eID="a"/><l sID="b"/>you)",
+       R"(<divineName>Lord</divineName>’s <transChange type="added">was</transChange>,)",
+       "A<note>x <rdg>y</rdg> w</note> B", "Tom &amp; Jerry &lt;3 &#65;&#x42;",
+       "¶ And   it\tcame\nto pass", "  ", "", R"(saints. <chapter eID="Rev.22"/> Glossary)",
+       R"(<w lemma="strong:H1">a</w>&#160;<w lemma="strong:H2">b</w>&nbsp;c)",
+       R"(<w lemma="strong:H1"> a  b </w><note>n</note><w lemma="strong:H2">,</w>)"}) {
+    const auto t = data::osis_to_tagged_text(osis);
+    EXPECT_EQ(t.text, osis_to_text(osis)) << osis;
+    EXPECT_EQ(t.word_numbers.size(), t.text.empty() ? 0 : text::split(t.text, ' ').size()) << osis;
+  }
+  // Non-breaking spaces (entities or not) separate words like spaces.
+  const auto t =
+      data::osis_to_tagged_text(R"(<w lemma="strong:H1">a</w>&#160;<w lemma="strong:H2">b</w>)");
+  EXPECT_EQ(t.text, "a b");
+  EXPECT_EQ(t.word_numbers, (Numbers{{"H1"}, {"H2"}}));
+}
+
 TEST(Strong, LinksSureForOneWordEachSidePossibleOtherwise) {
   // es: "EN el principio crio Dios" (H7225 x3, H1254, H430); en: "In the beginning God created
   // God" (-, -, H7225, H430, H1254, H430); H9 only in English.
@@ -102,6 +159,9 @@ TEST(Strong, LinksSureForOneWordEachSidePossibleOtherwise) {
   const Numbers en = {{}, {"H9"}, {"H7225"}, {"H430"}, {"H1254"}, {"H430"}};
   const auto links = data::strong_links(es, en);
   EXPECT_EQ(data::format_links(links), "0?2 1?2 2?2 4?3 3-4 4?5");
+  // A word with two numbers (the Spanish "Jehov\u00e1" for "LORD God") links to each.
+  EXPECT_EQ(data::format_links(data::strong_links({{"H3068", "H430"}, {}}, {{"H3068"}, {"H430"}})),
+            "0-0 0-1");
   // The same pair of words through a sure and a possible number stays sure.
   EXPECT_EQ(data::format_links(data::strong_links({{"A", "B"}, {"B"}}, {{"A", "B"}})), "0-0 1?0");
 }

@@ -22,7 +22,9 @@ std::string osis_to_text(std::string_view osis);
 
 // The same text, with the Strong's numbers of each word: word i of `text` split at spaces carries
 // the numbers (normalised: "H0430" -> "H430") of the <w lemma="strong:..."> elements its letters
-// and digits came from (all of its characters' if it has none), in order of first appearance.
+// and digits came from (all of its characters' if it has only punctuation and symbols), in order
+// of first appearance. A lemma may hold several ("strong:H5315 H2416"); a <w> inside another
+// carries the outer one's numbers too. osis_to_text(x) == osis_to_tagged_text(x).text.
 struct TaggedText {
   std::string text;
   std::vector<std::vector<std::string>> word_numbers;
