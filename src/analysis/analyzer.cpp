@@ -361,7 +361,6 @@ RemovalOrder read_removal_order(const fs::path& run, const std::vector<HeadId>& 
   const fs::path file = run / "head_removal.csv";
   const auto rows = io::read_lines(file);
   RemovalOrder r;
-  std::vector<bool> is_kept;
   for (size_t i = 1; i < rows.size(); ++i) {
     const auto f = text::split(rows[i], ',');
     HC_CHECK(f.size() >= 4, "{} line {}: expected attention,layer,head,removal_step,...",
@@ -457,11 +456,9 @@ RelevanceResult Analyzer::relevance(double eps) {
 }
 
 namespace {
-std::vector<std::string> words_of(const std::string& line) {
-  std::vector<std::string> out;
-  for (auto& w : text::split(line, ' '))
-    if (!w.empty()) out.push_back(w);
-  return out;
+std::vector<int64_t> to_vector(const torch::Tensor& t) {
+  const auto c = t.contiguous();
+  return std::vector<int64_t>(c.data_ptr<int64_t>(), c.data_ptr<int64_t>() + c.numel());
 }
 }  // namespace
 
@@ -496,7 +493,8 @@ AlignmentResult Analyzer::alignment(const std::vector<std::string>& targets,
     std::vector<std::string> sp, tp;
     for (int id : ex[i].src) sp.push_back(st.src_vocab->piece(id));
     for (int id : ex[i].tgt) tp.push_back(st.tgt_vocab->piece(id));
-    const auto sw = words_of(st.sources[i]), tw = words_of(targets[i]);
+    // Words as the links number them: the line split at spaces.
+    const auto sw = text::split(st.sources[i], ' '), tw = text::split(targets[i], ' ');
     auto sm = map_pieces_to_words(sp, sw);
     auto tm = map_pieces_to_words(tp, tw);
     if (!sm || !tm || ex[i].tgt.empty()) {
@@ -538,16 +536,12 @@ AlignmentResult Analyzer::alignment(const std::vector<std::string>& targets,
           const auto rows = wl.slice(1, conv, conv + m);
           const auto word = cross_word_attention(rows, tgt_map[i], n_tgt[i], src_map[i], n_src[i]);
           const auto best = align_argmax(word);  // [H, n_tgt]
-          auto to_vec = [](const torch::Tensor& t) {
-            const auto c = t.contiguous();
-            return std::vector<int64_t>(c.data_ptr<int64_t>(), c.data_ptr<int64_t>() + c.numel());
-          };
           auto& per_head = conv == 0 ? r.predict : r.input;
           for (int64_t h = 0; h < best.size(0); ++h)
             per_head[index.at({static_cast<int64_t>(l), h})] +=
-                score_alignment(to_vec(best[h]), gold);
+                score_alignment(to_vector(best[h]), gold);
           (conv == 0 ? r.layer_predict : r.layer_input)[l] +=
-              score_alignment(to_vec(align_argmax(word.mean(0))), gold);
+              score_alignment(to_vector(align_argmax(word.mean(0))), gold);
         }
       }
     }

@@ -152,6 +152,47 @@ torch::Tensor sub_output(bool pre_norm, torch::nn::LayerNormImpl& ln, SublayerTa
   return pre_norm ? t->sum : layer_norm(ln, t->sum);
 }
 
+// The two sublayers encoder and decoder layers share: self-attention and feed-forward, each with
+// its residual connection and layer norm.
+struct SelfAttentionBlock {
+  SublayerTape res;
+  AttentionTape att;
+};
+torch::Tensor self_attention_forward(bool pre_norm, torch::nn::LayerNormImpl& ln,
+                                     model::MultiheadAttentionImpl& a, const torch::Tensor& x,
+                                     const torch::Tensor& mask, SelfAttentionBlock* b) {
+  b->res.x = x;
+  const auto in = sub_input(pre_norm, ln, x);
+  b->res.f = attention_forward(a, in, in, mask, &b->att);
+  return sub_output(pre_norm, ln, &b->res);
+}
+torch::Tensor self_attention_backward(bool pre_norm, torch::nn::LayerNormImpl& ln,
+                                      model::MultiheadAttentionImpl& a, const SelfAttentionBlock& b,
+                                      const torch::Tensor& r, double eps, torch::Tensor* head) {
+  const auto [r_res, r_f] = residual_backward(pre_norm, ln, b.res, r, eps);
+  return r_res + sub_input_backward(pre_norm, ln, b.res.x,
+                                    attention_backward(a, b.att, r_f, eps, head), eps);
+}
+
+struct FfnBlock {
+  SublayerTape res;
+  FfnTape ffn;
+};
+torch::Tensor ffn_block_forward(bool pre_norm, torch::nn::LayerNormImpl& ln,
+                                torch::nn::LinearImpl& fc1, torch::nn::LinearImpl& fc2,
+                                const torch::Tensor& x, FfnBlock* b) {
+  b->res.x = x;
+  b->res.f = ffn_forward(fc1, fc2, sub_input(pre_norm, ln, x), &b->ffn);
+  return sub_output(pre_norm, ln, &b->res);
+}
+torch::Tensor ffn_block_backward(bool pre_norm, torch::nn::LayerNormImpl& ln,
+                                 torch::nn::LinearImpl& fc1, torch::nn::LinearImpl& fc2,
+                                 const FfnBlock& b, const torch::Tensor& r, double eps) {
+  const auto [r_res, r_f] = residual_backward(pre_norm, ln, b.res, r, eps);
+  return r_res +
+         sub_input_backward(pre_norm, ln, b.res.x, ffn_backward(fc1, fc2, b.ffn, r_f, eps), eps);
+}
+
 torch::Tensor total(const torch::Tensor& r) {
   return r.flatten(1).sum(1);  // [N]
 }
@@ -176,18 +217,12 @@ RelevanceTrace propagate_relevance(model::TransformerImpl& m, const torch::Tenso
   const auto src_pos = positions(S);
   auto x = src_tok + src_pos;
   const size_t n_enc = m.encoder_layers.size(), n_dec = m.decoder_layers.size();
-  std::vector<SublayerTape> enc_att(n_enc), enc_ffn(n_enc);
-  std::vector<AttentionTape> enc_att_t(n_enc);
-  std::vector<FfnTape> enc_ffn_t(n_enc);
+  std::vector<SelfAttentionBlock> enc_att(n_enc);
+  std::vector<FfnBlock> enc_ffn(n_enc);
   for (size_t l = 0; l < n_enc; ++l) {
     auto& L = *m.encoder_layers[l];
-    enc_att[l].x = x;
-    const auto in = sub_input(pre, *L.self_attn_norm, x);
-    enc_att[l].f = attention_forward(*L.self_attn, in, in, {}, &enc_att_t[l]);
-    x = sub_output(pre, *L.self_attn_norm, &enc_att[l]);
-    enc_ffn[l].x = x;
-    enc_ffn[l].f = ffn_forward(*L.fc1, *L.fc2, sub_input(pre, *L.ffn_norm, x), &enc_ffn_t[l]);
-    x = sub_output(pre, *L.ffn_norm, &enc_ffn[l]);
+    x = self_attention_forward(pre, *L.self_attn_norm, *L.self_attn, x, {}, &enc_att[l]);
+    x = ffn_block_forward(pre, *L.ffn_norm, *L.fc1, *L.fc2, x, &enc_ffn[l]);
   }
   const auto enc_out = x;
   const auto memory = pre ? layer_norm(*m.encoder_norm, enc_out) : enc_out;
@@ -196,22 +231,18 @@ RelevanceTrace propagate_relevance(model::TransformerImpl& m, const torch::Tenso
   const auto tgt_pos = positions(T);
   x = tgt_tok + tgt_pos;
   const auto causal = model::causal_bias(T, dev).to(dtype);
-  std::vector<SublayerTape> dec_self(n_dec), dec_cross(n_dec), dec_ffn(n_dec);
-  std::vector<AttentionTape> dec_self_t(n_dec), dec_cross_t(n_dec);
-  std::vector<FfnTape> dec_ffn_t(n_dec);
+  std::vector<SelfAttentionBlock> dec_self(n_dec);
+  std::vector<SublayerTape> dec_cross(n_dec);
+  std::vector<AttentionTape> dec_cross_t(n_dec);
+  std::vector<FfnBlock> dec_ffn(n_dec);
   for (size_t l = 0; l < n_dec; ++l) {
     auto& L = *m.decoder_layers[l];
-    dec_self[l].x = x;
-    const auto in = sub_input(pre, *L.self_attn_norm, x);
-    dec_self[l].f = attention_forward(*L.self_attn, in, in, causal, &dec_self_t[l]);
-    x = sub_output(pre, *L.self_attn_norm, &dec_self[l]);
+    x = self_attention_forward(pre, *L.self_attn_norm, *L.self_attn, x, causal, &dec_self[l]);
     dec_cross[l].x = x;
     dec_cross[l].f = attention_forward(*L.cross_attn, sub_input(pre, *L.cross_attn_norm, x), memory,
                                        {}, &dec_cross_t[l]);
     x = sub_output(pre, *L.cross_attn_norm, &dec_cross[l]);
-    dec_ffn[l].x = x;
-    dec_ffn[l].f = ffn_forward(*L.fc1, *L.fc2, sub_input(pre, *L.ffn_norm, x), &dec_ffn_t[l]);
-    x = sub_output(pre, *L.ffn_norm, &dec_ffn[l]);
+    x = ffn_block_forward(pre, *L.ffn_norm, *L.fc1, *L.fc2, x, &dec_ffn[l]);
   }
   const auto dec_out = x;
   const auto final_h = pre ? layer_norm(*m.decoder_norm, dec_out) : dec_out;
@@ -238,22 +269,16 @@ RelevanceTrace propagate_relevance(model::TransformerImpl& m, const torch::Tenso
   }
   for (size_t l = n_dec; l-- > 0;) {
     auto& L = *m.decoder_layers[l];
-    // Feed-forward.
-    auto [r_res, r_f] = residual_backward(pre, *L.ffn_norm, dec_ffn[l], r, eps);
-    r = r_res + sub_input_backward(pre, *L.ffn_norm, dec_ffn[l].x,
-                                   ffn_backward(*L.fc1, *L.fc2, dec_ffn_t[l], r_f, eps), eps);
+    r = ffn_block_backward(pre, *L.ffn_norm, *L.fc1, *L.fc2, dec_ffn[l], r, eps);
     mark(fmt::format("decoder {} ffn", l), total(r_mem));
     // Encoder-decoder attention: the queries receive nothing, the memory the values' share.
-    std::tie(r_res, r_f) = residual_backward(pre, *L.cross_attn_norm, dec_cross[l], r, eps);
+    const auto [r_res, r_f] = residual_backward(pre, *L.cross_attn_norm, dec_cross[l], r, eps);
     r_mem = r_mem + attention_backward(*L.cross_attn, dec_cross_t[l], r_f, eps,
                                        &tr.heads[static_cast<int>(AttentionType::kEncDec)][l]);
     r = r_res;
     mark(fmt::format("decoder {} enc-dec attention", l), total(r_mem));
-    // Self-attention.
-    std::tie(r_res, r_f) = residual_backward(pre, *L.self_attn_norm, dec_self[l], r, eps);
-    const auto r_in = attention_backward(*L.self_attn, dec_self_t[l], r_f, eps,
-                                         &tr.heads[static_cast<int>(AttentionType::kDecSelf)][l]);
-    r = r_res + sub_input_backward(pre, *L.self_attn_norm, dec_self[l].x, r_in, eps);
+    r = self_attention_backward(pre, *L.self_attn_norm, *L.self_attn, dec_self[l], r, eps,
+                                &tr.heads[static_cast<int>(AttentionType::kDecSelf)][l]);
     mark(fmt::format("decoder {} self-attention", l), total(r_mem));
   }
   {
@@ -266,14 +291,10 @@ RelevanceTrace propagate_relevance(model::TransformerImpl& m, const torch::Tenso
   mark("encoder output", tgt_total);
   for (size_t l = n_enc; l-- > 0;) {
     auto& L = *m.encoder_layers[l];
-    auto [r_res, r_f] = residual_backward(pre, *L.ffn_norm, enc_ffn[l], r, eps);
-    r = r_res + sub_input_backward(pre, *L.ffn_norm, enc_ffn[l].x,
-                                   ffn_backward(*L.fc1, *L.fc2, enc_ffn_t[l], r_f, eps), eps);
+    r = ffn_block_backward(pre, *L.ffn_norm, *L.fc1, *L.fc2, enc_ffn[l], r, eps);
     mark(fmt::format("encoder {} ffn", l), tgt_total);
-    std::tie(r_res, r_f) = residual_backward(pre, *L.self_attn_norm, enc_att[l], r, eps);
-    const auto r_in = attention_backward(*L.self_attn, enc_att_t[l], r_f, eps,
-                                         &tr.heads[static_cast<int>(AttentionType::kEncSelf)][l]);
-    r = r_res + sub_input_backward(pre, *L.self_attn_norm, enc_att[l].x, r_in, eps);
+    r = self_attention_backward(pre, *L.self_attn_norm, *L.self_attn, enc_att[l], r, eps,
+                                &tr.heads[static_cast<int>(AttentionType::kEncSelf)][l]);
     mark(fmt::format("encoder {} self-attention", l), tgt_total);
   }
   const auto [r_tok, r_pos] = lrp_add(src_tok, src_pos, r, eps);

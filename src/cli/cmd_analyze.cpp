@@ -329,6 +329,31 @@ void run_cluster(const AnalyzeArgs& a) {
   std::printf("wrote %s/{js_*.csv,mds.csv} and plots\n", out.c_str());
 }
 
+// The removal step of each of `of` in a prune run's order (NaN: a head the run did not gate);
+// `all` are the analysis's heads, which the order indexes.
+std::vector<double> removal_steps(const analysis::RemovalOrder& order,
+                                  const std::vector<HeadId>& all, const std::vector<HeadId>& of) {
+  std::map<std::tuple<int, int64_t, int64_t>, double> by_head;
+  for (size_t k = 0; k < order.gated.size(); ++k) {
+    const auto& h = all[order.gated[k]];
+    by_head[{static_cast<int>(h.type), h.layer, h.head}] = order.step[k];
+  }
+  std::vector<double> out;
+  for (const auto& h : of) {
+    const auto it = by_head.find({static_cast<int>(h.type), h.layer, h.head});
+    out.push_back(it == by_head.end() ? std::nan("") : it->second);
+  }
+  return out;
+}
+
+// The CSV columns removal_step,kept of one head (both empty for a head the run did not gate;
+// no step for a kept head).
+std::string removal_columns(const analysis::RemovalOrder& order, double step) {
+  if (std::isnan(step)) return ",,";
+  if (step > order.last) return ",,1";
+  return fmt::format(",{:g},0", step);
+}
+
 // LRP head relevance (Voita et al. 2019 §4) beside confidence, I_h and (with a prune run) the
 // removal order.
 void run_relevance(const AnalyzeArgs& a, double eps, const std::string& run_dir) {
@@ -342,10 +367,10 @@ void run_relevance(const AnalyzeArgs& a, double eps, const std::string& run_dir)
   const auto rel = an.relevance(eps);
   const auto stats = an.head_stats();
   const auto imp = an.importance(false);
-  std::vector<double> conf, step(heads.size(), std::nan(""));
+  std::vector<double> conf;
   for (const auto& s : stats) conf.push_back(s.confidence());
-  if (order)
-    for (size_t k = 0; k < order->gated.size(); ++k) step[order->gated[k]] = order->step[k];
+  const auto step =
+      order ? removal_steps(*order, heads, heads) : std::vector<double>(heads.size(), std::nan(""));
   // Spearman over the heads of one type (or all), skipping heads without a value.
   auto rho = [&](const std::vector<double>& other, std::optional<AttentionType> type) {
     std::vector<double> x, y;
@@ -371,14 +396,7 @@ void run_relevance(const AnalyzeArgs& a, double eps, const std::string& run_dir)
   for (size_t i = 0; i < heads.size(); ++i) {
     csv += fmt::format("{},{:.6g},{:.6g},{:.6g},{:.4f},{:.6g}", head_cols(heads[i]), rel.share[i],
                        rel.token_share[i], rel.raw[i], conf[i], imp[i]);
-    if (order) {
-      if (std::isnan(step[i]))
-        csv += ",,";
-      else if (step[i] > order->last)
-        csv += ",,1";
-      else
-        csv += fmt::format(",{:g},0", step[i]);
-    }
+    if (order) csv += removal_columns(*order, step[i]);
     csv += "\n";
   }
   io::write_file_atomic(out / "relevance.csv", csv);
@@ -481,16 +499,8 @@ void run_align(const AnalyzeArgs& a, const std::string& target, const std::strin
   const std::string& base_name = best_baseline.first;
   const analysis::AlignCounts& base = best_baseline.second;
   // Removal steps of the enc-dec heads (NaN: not gated by the run).
-  std::vector<double> step(r.heads.size(), std::nan(""));
-  if (order) {
-    const auto& all = an.heads();
-    for (size_t k = 0; k < order->gated.size(); ++k) {
-      const auto& h = all[order->gated[k]];
-      for (size_t j = 0; j < r.heads.size(); ++j)
-        if (h.type == r.heads[j].type && h.layer == r.heads[j].layer && h.head == r.heads[j].head)
-          step[j] = order->step[k];
-    }
-  }
+  const auto step = order ? removal_steps(*order, an.heads(), r.heads)
+                          : std::vector<double>(r.heads.size(), std::nan(""));
   auto best_of = [&](size_t j) {
     return std::max(r.predict[j].precision(), r.input[j].precision());
   };
@@ -503,14 +513,7 @@ void run_align(const AnalyzeArgs& a, const std::string& target, const std::strin
     csv += fmt::format("{},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{}", head_cols(r.heads[j]),
                        p.precision(), p.recall(), p.aer(), q.precision(), q.recall(), q.aer(),
                        aligns(j) ? 1 : 0);
-    if (order) {
-      if (std::isnan(step[j]))
-        csv += ",,";
-      else if (step[j] > order->last)
-        csv += ",,1";
-      else
-        csv += fmt::format(",{:g},0", step[j]);
-    }
+    if (order) csv += removal_columns(*order, step[j]);
     csv += "\n";
   }
   io::write_file_atomic(out / "align.csv", csv);
