@@ -33,7 +33,11 @@ fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cd "$work"
-apt-get source -q --download-only "sentencepiece=$version*" >/dev/null 2>&1 ||
+# apt-get source takes an exact version (no wildcard): pick the Debian revision of $version that
+# the source index lists (a later suite's index lists its own version as well).
+src_version=$(apt-cache showsrc sentencepiece 2>/dev/null |
+  awk -v v="$version-" '$1 == "Version:" && index($2, v) == 1 { print $2; exit }')
+apt-get source -q --download-only "sentencepiece=${src_version:-$version}" >/dev/null 2>&1 ||
   apt-get source -q --download-only sentencepiece
 dpkg-source -x --no-check ./sentencepiece_*.dsc src >/dev/null
 # Debian's packaging patch removes the static targets; take it back out.

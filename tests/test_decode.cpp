@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 
@@ -125,6 +126,57 @@ TEST(Search, BeamOneEqualsGreedyOnATransformerBatch) {
     EXPECT_EQ(greedy[i].tokens, beam[i].tokens) << i;
     EXPECT_NEAR(greedy[i].log_prob, beam[i].log_prob, 1e-4);
     EXPECT_LE(static_cast<int64_t>(greedy[i].tokens.size()), max_lens[i]);
+  }
+}
+
+// Counts the rows the search asks the model for at each step, and makes EOS less likely (a
+// random model tends to end at once).
+class RowCounter : public decode::StepModel {
+ public:
+  explicit RowCounter(decode::StepModel& inner) : inner_(inner) {}
+  torch::Tensor step(const torch::Tensor& last) override {
+    rows.push_back(last.size(0));
+    auto lprobs = inner_.step(last);
+    lprobs.select(1, kEosId).sub_(4.0);
+    return lprobs;
+  }
+  void reorder(const torch::Tensor& index) override { inner_.reorder(index); }
+  std::vector<int64_t> rows;
+
+ private:
+  decode::StepModel& inner_;
+};
+
+TEST(Search, FinishedSentencesLeaveTheBatchWithoutChangingTheOutput) {
+  torch::manual_seed(7);
+  const ModelConfig c = small_model_config();
+  model::Transformer m(c, model::Architecture::uniform(c), 30, 30);
+  m->eval();
+  torch::NoGradGuard g;
+  auto src = torch::randint(4, 30, {4, 6});
+  const std::vector<int64_t> max_lens = {1, 9, 3, 6};
+  for (int beam : {1, 3}) {
+    auto search = [&](decode::StepModel& model, const std::vector<int64_t>& lens) {
+      return beam == 1 ? decode::greedy_search(model, lens)
+                       : decode::beam_search(model, lens, beam, 0.6);
+    };
+    decode::TransformerStepper stepper(m, src, beam);
+    RowCounter counted(stepper);
+    const auto batch = search(counted, max_lens);
+    // The rows start at batch x beam, never grow, and shrink once sentence 0 (at most one token)
+    // has ended.
+    ASSERT_GE(counted.rows.size(), 3u);
+    EXPECT_EQ(counted.rows.front(), 4 * beam);
+    EXPECT_TRUE(std::is_sorted(counted.rows.rbegin(), counted.rows.rend()));
+    EXPECT_LT(counted.rows[2], 4 * beam);
+    // Each sentence decoded alone gives the same output.
+    for (int64_t i = 0; i < 4; ++i) {
+      decode::TransformerStepper stepper_alone(m, src.narrow(0, i, 1), beam);
+      RowCounter alone(stepper_alone);
+      const auto one = search(alone, {max_lens[i]});
+      EXPECT_EQ(one[0].tokens, batch[i].tokens) << "beam " << beam << ", sentence " << i;
+      EXPECT_NEAR(one[0].log_prob, batch[i].log_prob, 1e-4) << "beam " << beam;
+    }
   }
 }
 

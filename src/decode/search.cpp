@@ -46,42 +46,44 @@ void block_specials(torch::Tensor& lprobs) {
 std::vector<Hypothesis> greedy_search(StepModel& model, const std::vector<int64_t>& max_lens) {
   const int64_t B = static_cast<int64_t>(max_lens.size());
   std::vector<Hypothesis> out(B);
-  std::vector<bool> done(B, false);
+  // The model's rows are the sentences still running: a finished sentence's row is dropped
+  // (model.reorder) instead of running on dummy input until the longest one ends.
+  std::vector<int64_t> active(B);
+  std::iota(active.begin(), active.end(), 0);
   auto last = torch::full({B}, data::kBosId, torch::kInt64);
-  const int64_t longest = *std::max_element(max_lens.begin(), max_lens.end());
-  for (int64_t t = 0; t <= longest; ++t) {
-    auto lprobs = model.step(last).to(torch::kCPU).to(torch::kFloat32).contiguous();  // [B, V]
+  for (int64_t t = 0; !active.empty(); ++t) {
+    auto lprobs = model.step(last).to(torch::kCPU).to(torch::kFloat32).contiguous();  // [A, V]
     block_specials(lprobs);
     auto lp = lprobs.accessor<float, 2>();
-    auto next = torch::empty({B}, torch::kInt64);
-    bool all_done = true;
-    for (int64_t b = 0; b < B; ++b) {
-      if (done[b]) {
-        next[b] = data::kEosId;
-        continue;
-      }
+    std::vector<int64_t> keep_rows, still_active, next;
+    for (int64_t r = 0; r < static_cast<int64_t>(active.size()); ++r) {
+      const int64_t b = active[r];
       int64_t best = data::kEosId;
       if (t < max_lens[b]) {
         float best_lp = kNegInf;
         for (int64_t v = 0; v < lprobs.size(1); ++v) {
-          if (lp[b][v] > best_lp) {
-            best_lp = lp[b][v];
+          if (lp[r][v] > best_lp) {
+            best_lp = lp[r][v];
             best = v;
           }
         }
       }
-      out[b].log_prob += lp[b][best];
+      out[b].log_prob += lp[r][best];
       if (best == data::kEosId) {
-        done[b] = true;
         out[b].score = out[b].log_prob;
-      } else {
-        out[b].tokens.push_back(best);
-        all_done = false;
+        continue;
       }
-      next[b] = best;
+      out[b].tokens.push_back(best);
+      keep_rows.push_back(r);
+      still_active.push_back(b);
+      next.push_back(best);
     }
-    if (all_done) break;
-    last = next.to(last.device());
+    if (still_active.empty()) break;
+    if (still_active.size() < active.size()) {
+      model.reorder(torch::tensor(keep_rows, torch::kInt64).to(last.device()));
+    }
+    active = std::move(still_active);
+    last = torch::tensor(next, torch::kInt64).to(last.device());
   }
   return out;
 }
@@ -89,85 +91,84 @@ std::vector<Hypothesis> greedy_search(StepModel& model, const std::vector<int64_
 std::vector<Hypothesis> beam_search(StepModel& model, const std::vector<int64_t>& max_lens,
                                     int beam, double alpha) {
   HC_CHECK(beam >= 1, "beam size must be at least 1, got {}", beam);
-  const int64_t B = static_cast<int64_t>(max_lens.size()), K = beam, N = B * K;
+  const int64_t B = static_cast<int64_t>(max_lens.size()), K = beam;
   std::vector<std::vector<Hypothesis>> finished(B);
-  std::vector<bool> done(B, false);
-  // Row r = b * K + k. All beams start equal; only beam 0 is live at first, so the K first
-  // continuations are distinct.
-  std::vector<double> scores(N, 0.0);
+  // The model's rows are the K beams of each sentence still running, row a * K + k for the
+  // a-th of them; a finished sentence's rows are dropped at the next reorder. All beams start
+  // equal; only beam 0 is live at first, so the K first continuations are distinct.
+  std::vector<int64_t> active(B);
+  std::iota(active.begin(), active.end(), 0);
+  std::vector<double> scores(B * K, 0.0);
   for (int64_t b = 0; b < B; ++b) {
     for (int64_t k = 1; k < K; ++k) scores[b * K + k] = -INFINITY;
   }
-  std::vector<std::vector<int64_t>> tokens(N);
-  auto last = torch::full({N}, data::kBosId, torch::kInt64);
-  const int64_t longest = *std::max_element(max_lens.begin(), max_lens.end());
-  for (int64_t t = 0; t <= longest; ++t) {
+  std::vector<std::vector<int64_t>> tokens(B * K);
+  auto last = torch::full({B * K}, data::kBosId, torch::kInt64);
+  for (int64_t t = 0; !active.empty(); ++t) {
+    const int64_t A = static_cast<int64_t>(active.size()), N = A * K;
     auto lprobs = model.step(last).to(torch::kCPU).to(torch::kFloat32).contiguous();  // [N, V]
     const int64_t V = lprobs.size(1);
     block_specials(lprobs);
-    for (int64_t b = 0; b < B; ++b) {
-      if (t >= max_lens[b]) {
+    for (int64_t a = 0; a < A; ++a) {
+      if (t >= max_lens[active[a]]) {
         // Out of length: only EOS remains.
-        auto rows = lprobs.narrow(0, b * K, K);
+        auto rows = lprobs.narrow(0, a * K, K);
         auto eos = rows.select(1, data::kEosId).clone();
         rows.fill_(kNegInf);
         rows.select(1, data::kEosId).copy_(eos);
       }
     }
     auto base = torch::tensor(scores, torch::kFloat64).to(torch::kFloat32).view({N, 1});
-    auto cand = (lprobs + base).view({B, K * V});                         // [B, K*V]
-    auto [top_v, top_i] = cand.topk(std::min<int64_t>(2 * K, K * V), 1);  // [B, 2K]
+    auto cand = (lprobs + base).view({A, K * V});                         // [A, K*V]
+    auto [top_v, top_i] = cand.topk(std::min<int64_t>(2 * K, K * V), 1);  // [A, 2K]
     auto tv = top_v.accessor<float, 2>();
     auto ti = top_i.accessor<int64_t, 2>();
-    std::vector<int64_t> source_rows(N);
-    std::vector<int64_t> new_tokens(N, data::kEosId);
-    std::vector<double> new_scores(N, -INFINITY);
-    bool all_done = true;
-    for (int64_t b = 0; b < B; ++b) {
+    std::vector<int64_t> still_active, source_rows, new_tokens;
+    std::vector<double> new_scores;
+    for (int64_t a = 0; a < A; ++a) {
+      const int64_t b = active[a];
       int64_t kept = 0;
-      if (!done[b]) {
-        for (int64_t r = 0; r < top_v.size(1) && kept < K; ++r) {
-          const float value = tv[b][r];
-          if (!std::isfinite(value)) break;
-          const int64_t beam_idx = ti[b][r] / V, token = ti[b][r] % V;
-          const int64_t row = b * K + beam_idx;
-          if (token == data::kEosId) {
-            // Only EOS among the K best candidates ends a hypothesis (fairseq's rule), so that
-            // beam 1 is exactly greedy search.
-            if (r < K) {
-              Hypothesis h;
-              h.tokens = tokens[row];
-              h.log_prob = value;
-              h.score = value / length_penalty(t + 1, alpha);
-              finished[b].push_back(std::move(h));
-            }
-            continue;
+      std::vector<int64_t> rows(K, a * K), toks(K, data::kEosId);
+      std::vector<double> vals(K, -INFINITY);
+      for (int64_t r = 0; r < top_v.size(1) && kept < K; ++r) {
+        const float value = tv[a][r];
+        if (!std::isfinite(value)) break;
+        const int64_t beam_idx = ti[a][r] / V, token = ti[a][r] % V;
+        const int64_t row = a * K + beam_idx;
+        if (token == data::kEosId) {
+          // Only EOS among the K best candidates ends a hypothesis (fairseq's rule), so that
+          // beam 1 is exactly greedy search.
+          if (r < K) {
+            Hypothesis h;
+            h.tokens = tokens[row];
+            h.log_prob = value;
+            h.score = value / length_penalty(t + 1, alpha);
+            finished[b].push_back(std::move(h));
           }
-          const int64_t dst = b * K + kept;
-          source_rows[dst] = row;
-          new_tokens[dst] = token;
-          new_scores[dst] = value;
-          ++kept;
+          continue;
         }
-        if (static_cast<int64_t>(finished[b].size()) >= K || t >= max_lens[b]) done[b] = true;
+        rows[kept] = row;
+        toks[kept] = token;
+        vals[kept] = value;
+        ++kept;
       }
-      // Rows of finished sentences (or unfilled beams) keep running on dummy input.
-      for (int64_t k = kept; k < K; ++k) {
-        source_rows[b * K + k] = b * K;
-        new_scores[b * K + k] = -INFINITY;
-      }
-      all_done = all_done && done[b];
+      if (static_cast<int64_t>(finished[b].size()) >= K || t >= max_lens[b]) continue;
+      // Unfilled beams run on dummy input with a score of -inf.
+      still_active.push_back(b);
+      source_rows.insert(source_rows.end(), rows.begin(), rows.end());
+      new_tokens.insert(new_tokens.end(), toks.begin(), toks.end());
+      new_scores.insert(new_scores.end(), vals.begin(), vals.end());
     }
-    if (all_done) break;
-    std::vector<std::vector<int64_t>> next_tokens(N);
-    for (int64_t r = 0; r < N; ++r) {
+    if (still_active.empty()) break;
+    std::vector<std::vector<int64_t>> next_tokens(source_rows.size());
+    for (size_t r = 0; r < source_rows.size(); ++r) {
       next_tokens[r] = tokens[source_rows[r]];
       if (std::isfinite(new_scores[r])) next_tokens[r].push_back(new_tokens[r]);
     }
     tokens = std::move(next_tokens);
-    scores = new_scores;
-    auto index = torch::tensor(source_rows, torch::kInt64).to(last.device());
-    model.reorder(index);
+    scores = std::move(new_scores);
+    active = std::move(still_active);
+    model.reorder(torch::tensor(source_rows, torch::kInt64).to(last.device()));
     last = torch::tensor(new_tokens, torch::kInt64).to(last.device());
   }
   std::vector<Hypothesis> out(B);
@@ -204,6 +205,7 @@ void TransformerStepper::reorder(const torch::Tensor& index) {
   state_.reorder(index);
   enc_.memory = enc_.memory.index_select(0, index);
   enc_.bias = enc_.bias.index_select(0, index);
+  enc_.src_lengths = enc_.src_lengths.index_select(0, index.to(enc_.src_lengths.device()));
 }
 
 std::vector<std::vector<int64_t>> translate_ids(model::Transformer& model,

@@ -35,10 +35,12 @@ int env_int(const char* name, const std::string& value, int min_value) {
   return v;
 }
 
+// Holds the Gloo group by its own type: LibTorch 1.13's ProcessGroupGloo derives from
+// c10d::ProcessGroup, 2.x's from c10d::Backend; both offer the collectives used here.
 class GlooCommunicator : public Communicator {
  public:
   GlooCommunicator(c10::intrusive_ptr<c10d::Store> store,
-                   c10::intrusive_ptr<c10d::ProcessGroup> group, int rank, int world)
+                   c10::intrusive_ptr<c10d::ProcessGroupGloo> group, int rank, int world)
       : store_(std::move(store)), group_(std::move(group)), rank_(rank), world_(world) {}
   int rank() const override { return rank_; }
   int world_size() const override { return world_; }
@@ -73,7 +75,7 @@ class GlooCommunicator : public Communicator {
     return nl == std::string::npos ? s : s.substr(0, nl);
   }
   c10::intrusive_ptr<c10d::Store> store_;
-  c10::intrusive_ptr<c10d::ProcessGroup> group_;
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> group_;
   int rank_, world_;
 };
 
@@ -138,7 +140,7 @@ std::shared_ptr<Communicator> connect(const Environment& e, const torch::Device&
   options->devices.push_back(loopback ? c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1")
                                       : c10d::ProcessGroupGloo::createDefaultDevice());
   options->threads = 1;
-  c10::intrusive_ptr<c10d::ProcessGroup> group;
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> group;
   try {
     group = c10::make_intrusive<c10d::ProcessGroupGloo>(store, e.rank, e.world_size, options);
   } catch (const std::exception& ex) {

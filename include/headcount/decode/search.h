@@ -30,7 +30,7 @@ class StepModel {
   // Log-probabilities [N, V] of the next token of each row, given each row's last token [N]
   // (BOS at the first step).
   virtual torch::Tensor step(const torch::Tensor& last_tokens) = 0;
-  // Keeps rows `index` [N] (in that order) of the internal state.
+  // Keeps rows `index` (in that order) of the internal state: the row count may shrink.
   virtual void reorder(const torch::Tensor& index) = 0;
 };
 
@@ -44,7 +44,9 @@ struct Hypothesis {
 double length_penalty(int64_t length, double alpha);
 
 // `max_lens[b]`: the most tokens sentence b may produce before EOS is forced.
-// The StepModel holds batch * beam rows (beam 1 for greedy), sentence b in rows b*beam...
+// The StepModel starts with batch * beam rows (beam 1 for greedy), sentence b in rows b*beam...;
+// once a sentence ends, its rows are dropped through reorder() (an index with fewer rows), so
+// the model only computes rows of sentences still running.
 std::vector<Hypothesis> greedy_search(StepModel& model, const std::vector<int64_t>& max_lens);
 std::vector<Hypothesis> beam_search(StepModel& model, const std::vector<int64_t>& max_lens,
                                     int beam, double alpha);
