@@ -194,29 +194,6 @@ TEST(Attention, IncrementalSelfAttentionEqualsCausalFullPass) {
   EXPECT_TRUE(torch::allclose(full, torch::cat(steps, 1), 1e-5, 1e-6));
 }
 
-TEST(Attention, KVCacheGrowsPastItsCapacityAndKeepsRows) {
-  // 40 appends of one position (the buffer starts at 16 and doubles twice), then two of three
-  // rows kept: the cache equals the concatenation of what was appended, row by row.
-  torch::manual_seed(8);
-  model::KVCache cache;
-  std::vector<torch::Tensor> ks, vs;
-  for (int t = 0; t < 40; ++t) {
-    ks.push_back(torch::randn({3, 2, 1, 4}));
-    vs.push_back(torch::randn({3, 2, 1, 4}));
-    cache.append(ks.back(), vs.back());
-    ASSERT_EQ(cache.k.size(2), t + 1);
-  }
-  EXPECT_GE(cache.k_buffer.size(2), 40);
-  EXPECT_TRUE(torch::equal(cache.k, torch::cat(ks, 2)));
-  EXPECT_TRUE(torch::equal(cache.v, torch::cat(vs, 2)));
-  const auto index = torch::tensor({2, 0}, torch::kInt64);
-  cache.keep_rows(index);
-  EXPECT_TRUE(torch::equal(cache.k, torch::cat(ks, 2).index_select(0, index)));
-  cache.append(ks[0].index_select(0, index), vs[0].index_select(0, index));
-  EXPECT_TRUE(torch::equal(cache.v.narrow(2, 40, 1), vs[0].index_select(0, index)));
-  EXPECT_TRUE(torch::equal(cache.v.narrow(2, 0, 40), torch::cat(vs, 2).index_select(0, index)));
-}
-
 ModelConfig tiny_config() {
   ModelConfig c;
   c.d_model = 16;

@@ -1,7 +1,5 @@
 #include "headcount/model/attention.h"
 
-#include <algorithm>
-
 #include "headcount/common/precision.h"
 #include "headcount/model/batched_matmul.h"
 #include "headcount/model/dropout.h"
@@ -34,49 +32,6 @@ MultiheadAttentionImpl::MultiheadAttentionImpl(int64_t d_model, int64_t num_head
   out_proj_bias = register_parameter("out_proj_bias", torch::zeros({d_model}));
 }
 
-void KVCache::append(const torch::Tensor& k_new, const torch::Tensor& v_new) {
-  if (torch::GradMode::is_enabled() && (k_new.requires_grad() || v_new.requires_grad())) {
-    // Differentiable decoding: writes into a shared buffer would invalidate tensors saved for
-    // the backward pass.
-    k = k.defined() ? torch::cat({k, k_new}, 2) : k_new;
-    v = v.defined() ? torch::cat({v, v_new}, 2) : v_new;
-    k_buffer = v_buffer = torch::Tensor();
-    return;
-  }
-  const int64_t len = k.defined() ? k.size(2) : 0, T = k_new.size(2);
-  if (!k_buffer.defined() || len + T > k_buffer.size(2) || k_buffer.size(0) != k_new.size(0) ||
-      k_buffer.scalar_type() != k_new.scalar_type()) {
-    const int64_t old_capacity = k_buffer.defined() ? k_buffer.size(2) : 0;
-    const int64_t capacity = std::max<int64_t>({2 * old_capacity, len + T, 16});
-    auto grow = [&](const torch::Tensor& kept, const torch::Tensor& like) {
-      auto buffer =
-          torch::empty({like.size(0), like.size(1), capacity, like.size(3)}, like.options());
-      if (len > 0) buffer.narrow(2, 0, len).copy_(kept);
-      return buffer;
-    };
-    k_buffer = grow(k, k_new);
-    v_buffer = grow(v, v_new);
-  }
-  k_buffer.narrow(2, len, T).copy_(k_new);
-  v_buffer.narrow(2, len, T).copy_(v_new);
-  k = k_buffer.narrow(2, 0, len + T);
-  v = v_buffer.narrow(2, 0, len + T);
-}
-
-void KVCache::keep_rows(const torch::Tensor& index) {
-  if (!k.defined()) return;
-  if (k_buffer.defined()) {
-    const int64_t len = k.size(2);
-    k_buffer = k_buffer.index_select(0, index);
-    v_buffer = v_buffer.index_select(0, index);
-    k = k_buffer.narrow(2, 0, len);
-    v = v_buffer.narrow(2, 0, len);
-  } else {
-    k = k.index_select(0, index);
-    v = v.index_select(0, index);
-  }
-}
-
 torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& query,
                                               const torch::Tensor& memory,
                                               const torch::Tensor& bias, KVCache* cache) {
@@ -102,9 +57,12 @@ torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& query,
     k = qkv[1].view({B, T, H, Dh}).transpose(1, 2);  // [B, H, T, Dh]
     v = qkv[2].view({B, T, H, Dh}).transpose(1, 2);
     if (cache) {
-      cache->append(k, v);
-      k = cache->k;  // [B, H, S_prev + T, Dh]
-      v = cache->v;
+      if (cache->k.defined()) {
+        k = torch::cat({cache->k, k}, 2);  // [B, H, S_prev + T, Dh]
+        v = torch::cat({cache->v, v}, 2);
+      }
+      cache->k = k;
+      cache->v = v;
     }
   } else {
     q = project(query, in_proj_weight.narrow(0, 0, HD), in_proj_bias.narrow(0, 0, HD));

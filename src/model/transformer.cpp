@@ -103,8 +103,12 @@ torch::Tensor DecoderLayerImpl::forward(torch::Tensor x, const torch::Tensor& me
 
 void DecoderState::reorder(const torch::Tensor& index) {
   for (auto& l : layers) {
-    l.self_attn.keep_rows(index);
-    l.cross_attn.keep_rows(index);
+    for (KVCache* c : {&l.self_attn, &l.cross_attn}) {
+      if (c->k.defined()) {
+        c->k = c->k.index_select(0, index);
+        c->v = c->v.index_select(0, index);
+      }
+    }
   }
 }
 

@@ -19,13 +19,6 @@ namespace headcount::model {
 // Keys and values kept across incremental decoding steps: [B, H, S, Dh].
 struct KVCache {
   torch::Tensor k, v;
-  // Self-attention appends one position per step into buffers of doubling capacity
-  // [B, H, capacity, Dh] (k and v are views of their first S positions), so that a decode of T
-  // steps copies O(T) cached positions instead of O(T^2) with a concatenation per step.
-  torch::Tensor k_buffer, v_buffer;
-  void append(const torch::Tensor& k_new, const torch::Tensor& v_new);
-  // Keeps rows `index` (beam reordering, finished sentences leaving the batch).
-  void keep_rows(const torch::Tensor& index);
 };
 
 class MultiheadAttentionImpl : public torch::nn::Module {
