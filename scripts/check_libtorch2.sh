@@ -78,12 +78,25 @@ mount_into --bind /dev "$root/dev"
 mount_into tmpfs tmpfs "$root/tmp"
 
 log "copying the working tree to $root/src/headcount"
-# Everything but the chroot's own build folder is replaced (mtimes kept: the rebuild is incremental).
-mkdir -p "$root/src/headcount"
-find "$root/src/headcount" -mindepth 1 -maxdepth 1 ! -name build -exec rm -rf {} +
+# Files whose content changed are copied with a new modification time (so that ninja rebuilds what
+# they touch even when the checkout's own mtime is older than the chroot's object files); files
+# gone from the tree are removed; the chroot's own build folder stays.
+stage=$(mktemp -d)
 (cd "$repo" && git ls-files -z --cached --others --exclude-standard |
   while IFS= read -r -d '' f; do [ -e "$f" ] && printf '%s\0' "$f"; done |
-  tar --null -T - -cf - | tar -xf - -C "$root/src/headcount")
+  tar --null -T - -cf - | tar -xf - -C "$stage")
+dest="$root/src/headcount"
+mkdir -p "$dest"
+(cd "$stage" && find . -type f -print0) | while IFS= read -r -d '' f; do
+  if ! cmp -s "$stage/$f" "$dest/$f"; then
+    mkdir -p "$(dirname "$dest/$f")"
+    cp "$stage/$f" "$dest/$f"
+  fi
+done
+(cd "$dest" && find . -path ./build -prune -o -type f -print0) | while IFS= read -r -d '' f; do
+  [ -e "$stage/$f" ] || rm -f "$dest/$f"
+done
+rm -rf "$stage"
 if [ -d "$repo/../shared" ]; then
   rm -rf "$root/src/shared"
   cp -a "$repo/../shared" "$root/src/shared"

@@ -540,7 +540,9 @@ TEST(Checkpoint, PythonTorchLoadReadsTheWeights) {
   const fs::path weights = dir / "run" / "checkpoints" / "last" / "model.pt";
   const std::string script = fmt::format(
       "import torch\n"
-      "d = torch.load('{}')\n"
+      "# weights_only: what torch.load does by default from PyTorch 2.6 on (tensors and plain\n"
+      "# containers only); 1.13 has the argument too.\n"
+      "d = torch.load('{}', weights_only=True)\n"
       "assert isinstance(d, dict)\n"
       "print(len(d), tuple(d['decoder.0.cross_attn.in_proj_weight'].shape), "
       "float(d['src_embed.weight'].sum()))\n",

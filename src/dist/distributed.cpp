@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <torch/version.h>
 #include <unistd.h>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
@@ -121,6 +122,11 @@ std::shared_ptr<Communicator> connect(const Environment& e, const torch::Device&
   so.numWorkers = static_cast<std::size_t>(e.world_size);
   so.waitWorkers = true;
   so.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(timeout);
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 3)
+  // 2.4 made libuv the default backend; builds without libuv (Debian's) refuse it. The classic
+  // backend serves a handful of processes as well.
+  so.useLibUV = false;
+#endif
   c10::intrusive_ptr<c10d::Store> store;
   try {
     store = c10::make_intrusive<c10d::TCPStore>(e.master_addr, so);

@@ -7,6 +7,9 @@
 #include <sstream>
 
 #include <ATen/core/ivalue.h>
+#include <caffe2/serialize/inline_container.h>
+#include <torch/csrc/jit/serialization/export.h>
+#include <torch/csrc/jit/serialization/pickler.h>
 #include <torch/serialize.h>
 #include <torch/torch.h>
 
@@ -48,11 +51,40 @@ TrainState TrainState::from_json(const nlohmann::json& j) {
   return s;
 }
 
+namespace {
+
+// torch::pickle_save's archive (the zip format of Python's torch.save) without the type tags it
+// adds to dicts (torch.jit._pickle.restore_type_tag): PyTorch 2.6's torch.load, which only
+// unpickles tensors and plain containers by default (weights_only=True), refuses those tags.
+std::vector<char> pickle_untagged(const c10::IValue& value) {
+  std::vector<char> pickle_bytes;
+  torch::jit::Pickler pickler(
+      [&](const char* bytes, size_t size) {
+        pickle_bytes.insert(pickle_bytes.end(), bytes, bytes + size);
+      },
+      nullptr, nullptr, nullptr, nullptr, /*tag_aggregates=*/false);
+  pickler.protocol();
+  pickler.pushIValue(value);
+  pickler.stop();
+  std::vector<char> archive;
+  caffe2::serialize::PyTorchStreamWriter writer([&](const void* bytes, size_t size) {
+    const char* p = static_cast<const char*>(bytes);
+    archive.insert(archive.end(), p, p + size);
+    return size;
+  });
+  torch::jit::writeArchiveAndTensors("data", pickle_bytes.data(), pickle_bytes.size(),
+                                     pickler.tensorData(), writer);
+  writer.writeEndOfFile();
+  return archive;
+}
+
+}  // namespace
+
 void save_weights(const fs::path& file,
                   const std::vector<std::pair<std::string, torch::Tensor>>& weights) {
   c10::Dict<std::string, at::Tensor> dict;
   for (const auto& [name, t] : weights) dict.insert(name, t.detach().to(torch::kCPU).contiguous());
-  const std::vector<char> bytes = torch::pickle_save(dict);
+  const std::vector<char> bytes = pickle_untagged(dict);
   io::write_file_atomic(file, std::string(bytes.begin(), bytes.end()));
 }
 
@@ -81,7 +113,7 @@ void save_rng_state(const fs::path& file) {
     std::lock_guard<std::mutex> lock(gen.mutex());
     dict.insert("cpu", gen.get_state());
   }
-  const std::vector<char> bytes = torch::pickle_save(dict);
+  const std::vector<char> bytes = pickle_untagged(dict);
   io::write_file_atomic(file, std::string(bytes.begin(), bytes.end()));
 }
 
