@@ -9,6 +9,7 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <cstdlib>
+#include <optional>
 
 #include "headcount/common/check.h"
 #include "headcount/common/log.h"
