@@ -516,6 +516,26 @@ TEST(Training, ArchitectureFromTrainsAPrunedLayoutFromScratch) {
   EXPECT_EQ(info.architecture.summary(), "1/2/0");
   auto m = train::load_model(info, torch::kCPU);
   EXPECT_EQ(m->encoder_layers[1]->self_attn->num_heads(), 0);
+
+  // Only the architecture is needed: a run's records folder (architecture.json without weights)
+  // and the file itself give the same layout; anything else is a clear error.
+  const fs::path records = dir / "records";
+  fs::create_directories(records);
+  fs::copy_file(ckpt / "architecture.json", records / "architecture.json");
+  EXPECT_EQ(train::read_architecture(records).summary(), "1/2/0");
+  EXPECT_EQ(train::read_architecture(records / "architecture.json").enc_self,
+            (std::vector<int64_t>{1, 0}));
+  o.run_dir = dir / "from-records";
+  o.architecture_from = records;
+  train::train_command(c, o);
+  EXPECT_EQ(train::read_checkpoint_info(dir / "from-records" / "checkpoints" / "last")
+                .architecture.summary(),
+            "1/2/0");
+  const auto missing = testing::error_of([&] { train::read_architecture(dir / "nothing-here"); });
+  EXPECT_NE(missing.find("no architecture found"), std::string::npos) << missing;
+  io::write_file_atomic(records / "architecture.json", "{\"enc_self\": [1,");
+  const auto corrupt = testing::error_of([&] { train::read_architecture(records); });
+  EXPECT_NE(corrupt.find("not a valid architecture"), std::string::npos) << corrupt;
 }
 
 }  // namespace

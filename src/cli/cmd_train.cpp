@@ -25,8 +25,9 @@ void add_train_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--out", a->out, "Run folder")->required();
   cmd->add_option("--architecture-from", a->architecture_from,
-                  "Train this checkpoint's architecture (e.g. a pruned one) from scratch")
-      ->check(CLI::ExistingDirectory);
+                  "Train this architecture from scratch: a checkpoint (e.g. a pruned one), a "
+                  "run's records folder holding architecture.json, or the file itself")
+      ->check(CLI::ExistingPath);
   cmd->add_option("--init-from", a->init_from,
                   "Fine-tune: start from this checkpoint's weights, architecture and vocabulary "
                   "(e.g. a pruned one)")

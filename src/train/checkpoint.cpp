@@ -230,6 +230,20 @@ void save_checkpoint(const fs::path& dir, model::Transformer& model,
   replace_directory(tmp, dir);
 }
 
+model::Architecture read_architecture(const fs::path& path) {
+  std::error_code ec;
+  const fs::path file = fs::is_directory(path, ec) ? path / "architecture.json" : path;
+  HC_CHECK(fs::is_regular_file(file, ec),
+           "{}: no architecture found (expected a checkpoint folder, a folder holding "
+           "architecture.json, or an architecture.json file)",
+           path.string());
+  try {
+    return model::Architecture::from_json(nlohmann::json::parse(io::read_file(file)));
+  } catch (const nlohmann::json::exception& e) {
+    HC_FAIL("{}: not a valid architecture: {}", file.string(), e.what());
+  }
+}
+
 CheckpointInfo read_checkpoint_info(const fs::path& dir) {
   std::error_code ec;
   HC_CHECK(fs::is_directory(dir, ec), "checkpoint {} not found (expected a folder)", dir.string());

@@ -147,8 +147,7 @@ void Trainer::prepare() {
 
   model::Architecture arch = model::Architecture::uniform(config_.model);
   if (options_.architecture_from) {
-    const auto info = read_checkpoint_info(*options_.architecture_from);
-    arch = info.architecture;
+    arch = read_architecture(*options_.architecture_from);
     arch.check_against(config_.model);
     log::info("architecture from {}: {} heads (enc/dec/enc-dec), trained from scratch",
               options_.architecture_from->string(), arch.summary());

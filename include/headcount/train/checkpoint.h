@@ -59,6 +59,9 @@ void save_checkpoint(const fs::path& dir, model::Transformer& model,
                      const std::function<void(const fs::path&)>& extra = {});
 // Reads everything but the tensors; errors name the folder and what is wrong.
 CheckpointInfo read_checkpoint_info(const fs::path& dir);
+// The architecture of a checkpoint folder, of any folder holding an architecture.json (a run's
+// committed records), or of an architecture.json file itself: what retraining from scratch needs.
+model::Architecture read_architecture(const fs::path& path);
 // A model built from a checkpoint, with its weights, on `device`.
 model::Transformer load_model(const CheckpointInfo& info, const torch::Device& device);
 void load_optimizer(torch::optim::Optimizer& optimizer, const fs::path& dir);

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# A fixed-seed tiny `train` and `prune` run whose records must not change under a refactoring:
+# prints one sha256 per file (weights of every checkpoint, metrics.jsonl and gates.jsonl without
+# their wall-clock fields, head_removal.csv, pruning.json without timings). Run it with the
+# binary before and after and diff the two outputs:
+#   bash scripts/identity_check.sh OLD_BINARY /tmp/id-old > old.txt
+#   bash scripts/identity_check.sh build/headcount /tmp/id-new > new.txt && diff old.txt new.txt
+# One thread, so that no reduction order depends on scheduling. Needs data/bible (prepared by the
+# binary on first use).
+set -euo pipefail
+bin=$(realpath "$1")
+out=$2
+cd "$(dirname "$0")/.."
+rm -rf "$out"
+mkdir -p "$out"
+export OMP_NUM_THREADS=1
+common=(--set threads.intra_op=1 --set train.log_every=10)
+"$bin" train configs/tiny.yaml "${common[@]}" --set train.max_steps=60 --set train.eval_every=30 \
+  --set train.eval_max_sentences=20 --out "$out/train" >"$out/train.log" 2>&1
+"$bin" prune configs/tiny.yaml configs/quickstart-prune.yaml "${common[@]}" \
+  --set prune.init_from="$out/train/checkpoints/last" --set prune.lambda=0.3 --set prune.gate_lr=0.1 \
+  --set train.max_steps=60 --set train.eval_every=20 --set train.eval_max_sentences=20 \
+  --out "$out/prune" >"$out/prune.log" 2>&1
+
+# Wall-clock fields differ between any two runs; everything else must not.
+strip_times() {
+  python3 -c '
+import json, sys
+drop = {"elapsed_s", "tgt_tokens_per_s", "train_seconds", "target_tokens_per_s", "seconds",
+        "wall_seconds", "sent_per_s"}
+def clean(x):
+    if isinstance(x, dict):
+        return {k: clean(v) for k, v in x.items() if k not in drop}
+    if isinstance(x, list):
+        return [clean(v) for v in x]
+    return x
+text = open(sys.argv[1]).read().replace(sys.argv[2], "OUT")  # where the run was
+if sys.argv[1].endswith(".jsonl"):
+    for line in text.splitlines():
+        if line.strip():
+            print(json.dumps(clean(json.loads(line)), sort_keys=True))
+else:
+    print(json.dumps(clean(json.loads(text)), sort_keys=True))
+' "$1" "$out_abs"
+}
+
+out_abs=$(realpath "$out")
+cd "$out"
+for f in $(find train prune -name model.pt -o -name gates.pt -o -name head_removal.csv \
+  -o -name architecture.json | sort); do
+  echo "$(sha256sum <"$f" | cut -c1-16)  $f"
+done
+for f in $(find train prune -maxdepth 1 -name '*.jsonl' -o -maxdepth 1 -name pruning.json \
+  -o -maxdepth 1 -name summary.json | sort); do
+  echo "$(strip_times "$f" | sha256sum | cut -c1-16)  $f (times stripped)"
+done
