@@ -21,6 +21,12 @@ common=(--set threads.intra_op=1 --set train.log_every=10)
   --set prune.init_from="$out/train/checkpoints/last" --set prune.lambda=0.3 --set prune.gate_lr=0.1 \
   --set train.max_steps=60 --set train.eval_every=20 --set train.eval_max_sentences=20 \
   --out "$out/prune" >"$out/prune.log" 2>&1
+# Target mode (the Lagrangian path): exactly 6 of the 24 heads.
+"$bin" prune configs/tiny.yaml configs/quickstart-prune.yaml "${common[@]}" \
+  --set prune.init_from="$out/train/checkpoints/last" --set prune.target_heads=6 \
+  --set prune.target_warmup_steps=20 --set prune.gate_lr=0.1 \
+  --set train.max_steps=60 --set train.eval_every=20 --set train.eval_max_sentences=20 \
+  --out "$out/prune-target" >"$out/prune-target.log" 2>&1
 
 # Wall-clock fields differ between any two runs; everything else must not.
 strip_times() {
@@ -46,11 +52,11 @@ else:
 
 out_abs=$(realpath "$out")
 cd "$out"
-for f in $(find train prune -name model.pt -o -name gates.pt -o -name head_removal.csv \
+for f in $(find train prune prune-target -name model.pt -o -name gates.pt -o -name head_removal.csv \
   -o -name architecture.json | sort); do
   echo "$(sha256sum <"$f" | cut -c1-16)  $f"
 done
-for f in $(find train prune -maxdepth 1 -name '*.jsonl' -o -maxdepth 1 -name pruning.json \
+for f in $(find train prune prune-target -maxdepth 1 -name '*.jsonl' -o -maxdepth 1 -name pruning.json \
   -o -maxdepth 1 -name summary.json | sort); do
   echo "$(strip_times "$f" | sha256sum | cut -c1-16)  $f (times stripped)"
 done

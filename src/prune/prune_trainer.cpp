@@ -13,8 +13,8 @@
 
 namespace headcount::prune {
 
-PruneTrainer::PruneTrainer(Config config, train::TrainOptions options)
-    : Trainer(std::move(config), std::move(options)) {
+L0Pruning::L0Pruning(const Config& config, const train::TrainOptions& options)
+    : config_(config), options_(options) {
   const auto& p = config_.prune;
   schedule_.kind = p.lambda_schedule;
   schedule_.value = p.lambda;
@@ -24,11 +24,16 @@ PruneTrainer::PruneTrainer(Config config, train::TrainOptions options)
   schedule_.validate();
 }
 
-double PruneTrainer::lambda_at(int64_t step) const {
-  return schedule_.at(step);
-}
+PruneTrainer::PruneTrainer(Config config, train::TrainOptions options)
+    : PruneTrainer(std::make_unique<L0Pruning>(config, options), config, options) {}
 
-void PruneTrainer::on_model_ready() {
+PruneTrainer::PruneTrainer(std::unique_ptr<L0Pruning> l0, const Config& config,
+                           const train::TrainOptions& options)
+    : l0_(l0.get()), trainer_(config, options, std::move(l0)) {}
+
+std::vector<train::ParamGroup> L0Pruning::parameter_groups(model::Transformer& model,
+                                                           const torch::Device& device) {
+  model_ = model;
   const auto types = gated_types(config_.prune);
   HC_CHECK(!types.empty(), "prune.attention is empty: nothing to gate");
   for (auto t : types) {
@@ -37,7 +42,7 @@ void PruneTrainer::on_model_ready() {
              model::attention_name(t), model::attention_name(t));
   }
   gates_ = HeadGates(model_, types, gate_options(config_.prune));
-  gates_->to(device_);
+  gates_->to(device);
   const int64_t total = gates_->total_heads();
   HC_CHECK(config_.prune.target_heads <= total,
            "prune.target_heads ({}) is larger than the number of gated heads ({})",
@@ -61,11 +66,11 @@ void PruneTrainer::on_model_ready() {
   }
   if (wants("embeddings"))
     add({model_->src_embed->weight, model_->tgt_embed->weight, model_->output_weight});
-  model_parameters_.clear();
+  std::vector<torch::Tensor> trained_parameters;
   for (auto& p : model_->parameters()) {
     const bool train = trained.count(p.unsafeGetTensorImpl()) > 0;
     p.set_requires_grad(train);
-    if (train) model_parameters_.push_back(p);
+    if (train) trained_parameters.push_back(p);
   }
   log::info("pruning: gates on {} heads ({}), training the gates{}{}; {}", total,
             fmt::join(config_.prune.attention, ", "), parts.empty() ? " alone" : " and ",
@@ -75,58 +80,47 @@ void PruneTrainer::on_model_ready() {
                               config_.prune.target_heads, config_.prune.target_warmup_steps)
                 : fmt::format("lambda {} ({}), L_C normalised as {}", config_.prune.lambda,
                               config_.prune.lambda_schedule, config_.prune.penalty_norm));
-}
-
-std::vector<torch::Tensor> PruneTrainer::trainable_parameters() {
-  auto out = model_parameters_;
-  for (const auto& p : gates_->parameters()) out.push_back(p);
-  return out;
-}
-
-std::vector<torch::optim::OptimizerParamGroup> PruneTrainer::parameter_groups() {
-  std::vector<torch::optim::OptimizerParamGroup> groups;
-  if (!model_parameters_.empty()) groups.emplace_back(model_parameters_);
-  gate_group_ = groups.size();
-  groups.emplace_back(gates_->parameters());
+  // The model's trained parts at the scheduled rate, the gates at prune.gate_lr.
+  std::vector<train::ParamGroup> groups;
+  if (!trained_parameters.empty()) groups.push_back({trained_parameters, std::nullopt});
+  groups.push_back({gates_->parameters(), config_.prune.gate_lr});
   return groups;
 }
 
-double PruneTrainer::group_lr(size_t group, double scheduled_lr) {
-  return group == gate_group_ ? config_.prune.gate_lr : scheduled_lr;
-}
-
-void PruneTrainer::before_forward(const train::Batch& batch) {
+void L0Pruning::before_forward(const train::Batch& batch) {
   gates_->apply_sample(batch.size());
 }
 
-torch::Tensor PruneTrainer::extra_loss(int64_t step) {
+train::Regulariser L0Pruning::regulariser(int64_t step) {
   const auto& p = config_.prune;
   if (p.target_heads > 0) {
+    // Target mode: the gap between the expected fraction of open heads and the target fraction
+    // (ramped over prune.target_warmup_steps), in the Lagrangian lambda1 gap + lambda2 gap^2.
     const double n = static_cast<double>(gates_->total_heads());
     const double t = target_fraction(step, p.target_heads / n, p.target_warmup_steps);
     auto gap = gates_->expected_open() / n - t;
-    last_gap_ = gap.item<double>();
-    return lambda1_ * gap + lambda2_ * gap * gap;
+    return {lambda1_ * gap + lambda2_ * gap * gap, gap.item<double>()};
   }
-  const double lambda = lambda_at(step);
-  if (lambda == 0) return gates_->penalty(p.penalty_norm) * 0.0;
-  return lambda * gates_->penalty(p.penalty_norm);
+  // lambda(step) x L_C (lambda 0 still gives the gates a zero gradient).
+  const double lambda = schedule_.at(step);
+  if (lambda == 0) return {gates_->penalty(p.penalty_norm) * 0.0, 0.0};
+  return {lambda * gates_->penalty(p.penalty_norm), 0.0};
 }
 
-void PruneTrainer::after_step(int64_t step) {
+void L0Pruning::after_step(int64_t step, const train::Regulariser& r) {
   if (config_.prune.target_heads > 0) {
     // Gradient ascent on the multipliers: d/dlambda1 = gap, d/dlambda2 = gap^2.
-    lambda1_ += config_.prune.lagrangian_lr * last_gap_;
-    lambda2_ += config_.prune.lagrangian_lr * last_gap_ * last_gap_;
+    lambda1_ += config_.prune.lagrangian_lr * r.constraint;
+    lambda2_ += config_.prune.lagrangian_lr * r.constraint * r.constraint;
   }
 }
 
-std::map<std::string, torch::Tensor> PruneTrainer::final_values() {
+std::map<std::string, torch::Tensor> L0Pruning::final_values() {
   if (config_.prune.target_heads > 0) return top_n_values(*gates_, config_.prune.target_heads);
   return gates_->eval_values();
 }
 
-void PruneTrainer::before_evaluate() {
+void L0Pruning::begin_evaluation() {
   if (finished_) {
     gates_->apply_values(final_values());
   } else {
@@ -134,7 +128,7 @@ void PruneTrainer::before_evaluate() {
   }
 }
 
-void PruneTrainer::on_evaluation(int64_t step, nlohmann::json& record) {
+void L0Pruning::evaluation_extras(int64_t step, nlohmann::json& record) {
   torch::NoGradGuard no_grad;
   const auto open = gates_->open_heads();
   const auto& arch = model_->architecture();
@@ -159,7 +153,7 @@ void PruneTrainer::on_evaluation(int64_t step, nlohmann::json& record) {
     record["lambda1"] = lambda1_;
     record["lambda2"] = lambda2_;
   } else {
-    record["lambda"] = lambda_at(step);
+    record["lambda"] = schedule_.at(step);
   }
   log::info("step {} | heads open (enc/dec/enc-dec) {} | expected open {:.1f}{}", step,
             record["heads_e_d_de"].get<std::string>(), record["expected_open"].get<double>(),
@@ -184,14 +178,14 @@ void PruneTrainer::on_evaluation(int64_t step, nlohmann::json& record) {
   io::append_line(options_.run_dir / "gates.jsonl", line.dump());
 }
 
-void PruneTrainer::save_extra(const fs::path& dir) {
+void L0Pruning::save(const fs::path& dir) {
   train::save_weights(dir / "gates.pt", model::named_weights(*gates_));
   nlohmann::json j = {
       {"lambda1", lambda1_}, {"lambda2", lambda2_}, {"attention", config_.prune.attention}};
   io::write_file_atomic(dir / "prune_state.json", j.dump(2) + "\n");
 }
 
-void PruneTrainer::load_extra(const fs::path& dir) {
+void L0Pruning::load(const fs::path& dir) {
   std::error_code ec;
   HC_CHECK(fs::exists(dir / "gates.pt", ec), "{}: no gates.pt (not a checkpoint of a prune run)",
            dir.string());
@@ -202,7 +196,7 @@ void PruneTrainer::load_extra(const fs::path& dir) {
   lambda2_ = j.at("lambda2").get<double>();
 }
 
-std::string PruneTrainer::progress_suffix() {
+std::string L0Pruning::progress() {
   torch::NoGradGuard no_grad;
   const auto open = gates_->open_heads();
   std::vector<std::string> parts;
@@ -212,17 +206,17 @@ std::string PruneTrainer::progress_suffix() {
                      gates_->expected_open().item<double>());
 }
 
-void PruneTrainer::on_finish() {
+void L0Pruning::finish(train::Trainer& trainer) {
   finished_ = true;
   const auto values = final_values();
-  const auto r = evaluate();
+  const auto r = trainer.evaluate();
   nlohmann::json rec = {{"event", "final"},
-                        {"step", state_.step},
+                        {"step", trainer.state().step},
                         {"dev_loss", r.loss},
                         {"dev_bleu", r.bleu},
                         {"dev_chrf", r.chrf}};
-  on_evaluation(state_.step, rec);
-  log_metrics(rec);
+  evaluation_extras(trainer.state().step, rec);
+  trainer.log_metrics(rec);
   // The physically smaller model.
   torch::NoGradGuard no_grad;
   gates_->clear();
@@ -231,8 +225,8 @@ void PruneTrainer::on_finish() {
   int64_t before = 0, after = 0;
   for (const auto& p : model_->parameters()) before += p.numel();
   for (const auto& p : pruned->parameters()) after += p.numel();
-  train::save_checkpoint(options_.run_dir / "pruned", pruned, nullptr, state_, config_,
-                         vocab_files_);
+  train::save_checkpoint(options_.run_dir / "pruned", pruned, nullptr, trainer.state(), config_,
+                         trainer.vocab_files());
   const std::string csv = write_head_removal_log(options_.run_dir);
   // Dev BLEU at step 0 (the converged model, gates fully open) from the metrics.
   double start_bleu = 0;
@@ -247,7 +241,7 @@ void PruneTrainer::on_finish() {
       {"attention_gated", config_.prune.attention},
       {"lambda", config_.prune.target_heads > 0 ? 0.0 : config_.prune.lambda},
       {"target_heads", config_.prune.target_heads},
-      {"steps", state_.step},
+      {"steps", trainer.state().step},
       {"heads_before_e_d_de", model_->architecture().summary()},
       {"heads_after_e_d_de", pruned->architecture().summary()},
       {"heads_after", pruned->architecture().to_json()},
@@ -267,7 +261,7 @@ void PruneTrainer::on_finish() {
       summary["init_from"].get<std::string>(), fmt::join(config_.prune.attention, ", "),
       config_.prune.target_heads > 0 ? fmt::format("target {} heads", config_.prune.target_heads)
                                      : fmt::format("lambda {}", config_.prune.lambda),
-      state_.step, model_->architecture().summary(), before, start_bleu,
+      trainer.state().step, model_->architecture().summary(), before, start_bleu,
       pruned->architecture().summary(), after, r.bleu);
   size_t lines = 0;
   for (size_t pos = 0; pos < csv.size() && lines < 25; ++lines) {

@@ -29,6 +29,29 @@ extern "C" void request_stop(int) {
   if (g_stop_requested.exchange(true)) std::_Exit(130);  // a second signal stops at once
 }
 
+// While it lives, SIGINT and SIGTERM ask the training loop to stop after the current step (a
+// second signal stops at once); the previous handlers come back when it goes.
+class StopSignals {
+ public:
+  StopSignals() {
+    g_stop_requested = false;
+    old_int_ = std::signal(SIGINT, request_stop);
+    old_term_ = std::signal(SIGTERM, request_stop);
+  }
+  ~StopSignals() {
+    std::signal(SIGINT, old_int_);
+    std::signal(SIGTERM, old_term_);
+  }
+  StopSignals(const StopSignals&) = delete;
+  StopSignals& operator=(const StopSignals&) = delete;
+  static bool requested() { return g_stop_requested; }
+  static void request() { g_stop_requested = true; }
+
+ private:
+  void (*old_int_)(int) = nullptr;
+  void (*old_term_)(int) = nullptr;
+};
+
 using log::duration;
 
 // Seeds LibTorch's generator for one training batch from (seed, epoch, batch position).
@@ -67,8 +90,10 @@ std::vector<Example> encode_pairs(const data::ParallelText& text, const data::Vo
   return out;
 }
 
-Trainer::Trainer(Config config, TrainOptions options)
-    : config_(std::move(config)), options_(std::move(options)) {}
+Trainer::Trainer(Config config, TrainOptions options, std::unique_ptr<TrainingExtension> extension)
+    : config_(std::move(config)), options_(std::move(options)), extension_(std::move(extension)) {}
+
+Trainer::~Trainer() = default;
 
 void Trainer::init() {
   if (ready_) return;
@@ -76,24 +101,22 @@ void Trainer::init() {
   if (options_.comm && options_.rank != 0) options_.comm->barrier();
   prepare();
   if (options_.comm && options_.rank == 0) options_.comm->barrier();
-  on_model_ready();
+  // Parameter groups: the extension's, or every model parameter at the scheduled rate.
+  groups_ = extension_ ? extension_->parameter_groups(model_, device_)
+                       : std::vector<ParamGroup>{{model_->parameters(), std::nullopt}};
+  params_.clear();
+  std::vector<torch::optim::OptimizerParamGroup> adam_groups;
+  for (const auto& g : groups_) {
+    params_.insert(params_.end(), g.params.begin(), g.params.end());
+    adam_groups.emplace_back(g.params);
+  }
   const auto& t = config_.train;
-  optimizer_ = std::make_unique<torch::optim::Adam>(parameter_groups(),
-                                                    torch::optim::AdamOptions(t.lr)
-                                                        .betas({t.adam_beta1, t.adam_beta2})
-                                                        .eps(t.adam_eps)
-                                                        .weight_decay(t.weight_decay));
+  optimizer_ =
+      std::make_unique<torch::optim::Adam>(adam_groups, torch::optim::AdamOptions(t.lr)
+                                                            .betas({t.adam_beta1, t.adam_beta2})
+                                                            .eps(t.adam_eps)
+                                                            .weight_decay(t.weight_decay));
   ready_ = true;
-}
-
-Trainer::~Trainer() = default;
-
-std::vector<torch::Tensor> Trainer::trainable_parameters() {
-  return model_->parameters();
-}
-
-std::vector<torch::optim::OptimizerParamGroup> Trainer::parameter_groups() {
-  return {torch::optim::OptimizerParamGroup(trainable_parameters())};
 }
 
 void Trainer::prepare() {
@@ -181,16 +204,18 @@ void Trainer::log_metrics(const nlohmann::json& record) {
 void Trainer::save(const fs::path& dir) {
   if (options_.rank != 0) return;
   save_checkpoint(dir, model_, optimizer_.get(), state_, config_, vocab_files_,
-                  [this](const fs::path& tmp) { save_extra(tmp); });
+                  [this](const fs::path& tmp) {
+                    if (extension_) extension_->save(tmp);
+                  });
 }
 
-bool Trainer::resume_from(const fs::path& dir) {
+void Trainer::resume_from(const fs::path& dir) {
   const auto info = read_checkpoint_info(dir);
   HC_CHECK(info.architecture == model_->architecture(),
            "{}: the checkpoint's architecture ({}) differs from the run's ({})", dir.string(),
            info.architecture.summary(), model_->architecture().summary());
   model::load_weights(*model_, load_weights_file(dir / "model.pt"), (dir / "model.pt").string());
-  load_extra(dir);
+  if (extension_) extension_->load(dir);
   load_optimizer(*optimizer_, dir);
   load_rng_state(dir / "rng.pt");
   state_ = info.state;
@@ -214,7 +239,14 @@ bool Trainer::resume_from(const fs::path& dir) {
       io::write_lines_atomic(metrics, kept);
     }
   }
-  return true;
+}
+
+std::vector<std::string> Trainer::event_logs() const {
+  std::vector<std::string> logs = {"metrics.jsonl"};
+  if (extension_) {
+    for (auto& l : extension_->event_logs()) logs.push_back(l);
+  }
+  return logs;
 }
 
 namespace {
@@ -261,7 +293,7 @@ EvalResult Trainer::evaluate() {
   torch::NoGradGuard no_grad;
   const bool was_training = model_->is_training();
   model_->eval();
-  before_evaluate();
+  if (extension_) extension_->begin_evaluation();
   EvalResult r;
   // Teacher-forced loss over the whole dev set.
   double loss = 0, nll = 0;
@@ -307,14 +339,157 @@ EvalResult Trainer::evaluate() {
   r.bleu_signature = bleu.signature(1);
   r.chrf = eval::Chrf().corpus_score(hyps, {refs}).score;
   r.sentences = static_cast<int64_t>(n);
-  after_evaluate();
+  if (extension_) extension_->end_evaluation();
   if (was_training) model_->train();
   return r;
 }
 
+// The progress line and the "train" records of metrics.jsonl, over a window of steps.
+class Trainer::Progress {
+ public:
+  explicit Progress(double elapsed_before) : elapsed_before_(elapsed_before) {}
+  // Training time over all sessions of the run.
+  double elapsed() const { return elapsed_before_ + since(session_start_); }
+  bool tty() const { return tty_; }
+  bool window_empty() const { return steps_ == 0; }
+  void add(const StepStats& s) {
+    loss_ += s.loss;
+    nll_ += s.nll;
+    tokens_ += s.tokens;
+    ++steps_;
+  }
+  // Shows the progress line (rewritten in place after every step on a terminal, a log line every
+  // train.log_every steps otherwise); at a log step returns the window's record and starts a new
+  // window.
+  std::optional<nlohmann::json> report(const TrainState& st, const TrainConfig& t, double lr,
+                                       TrainingExtension* extension) {
+    const bool log_now = st.step % t.log_every == 0;
+    if (!log_now && !tty_) return std::nullopt;
+    const double secs = since(window_start_);
+    const double rate = tokens_ / std::max(secs, 1e-9);
+    const double steps_per_s = steps_ / std::max(secs, 1e-9);
+    const double eta = (t.max_steps - st.step) / std::max(steps_per_s, 1e-9);
+    const double loss = loss_ / std::max<int64_t>(tokens_, 1);
+    const double nll = nll_ / std::max<int64_t>(tokens_, 1);
+    const std::string line =
+        fmt::format(
+            "step {}/{} | epoch {} | loss {:.3f} | nll {:.3f} | lr {:.2e} | {:.0f} tok/s | "
+            "elapsed {} | ETA {}",
+            st.step, t.max_steps, st.epoch + 1, loss, nll, lr, rate, duration(elapsed()),
+            duration(eta)) +
+        (extension ? extension->progress() : "");
+    if (tty_) {
+      std::fprintf(stderr, "\r\033[K%s", line.c_str());
+      std::fflush(stderr);
+    } else {
+      log::info("{}", line);
+    }
+    if (!log_now) return std::nullopt;
+    nlohmann::json rec = {{"event", "train"},
+                          {"step", st.step},
+                          {"epoch", st.epoch + 1},
+                          {"loss", loss},
+                          {"nll", nll},
+                          {"lr", lr},
+                          {"tgt_tokens_per_s", rate},
+                          {"elapsed_s", elapsed()}};
+    window_start_ = Clock::now();
+    loss_ = nll_ = 0;
+    tokens_ = steps_ = 0;
+    return rec;
+  }
+  // Ends a progress line left open on a terminal.
+  void end_line() const {
+    if (tty_) std::fputc('\n', stderr);
+  }
+
+ private:
+  const double elapsed_before_;
+  const Clock::time_point session_start_ = Clock::now();
+  const bool tty_ = log::stderr_is_tty();
+  Clock::time_point window_start_ = Clock::now();
+  double loss_ = 0, nll_ = 0;
+  int64_t tokens_ = 0, steps_ = 0;
+};
+
 TrainSummary Trainer::run() {
   init();
   const auto& t = config_.train;
+  start_or_resume();
+  log_run_start();
+  broadcast_parameters();
+  const StopSignals stop_signals;  // SIGINT / SIGTERM: stop after this step, saving `last`
+  Progress progress(state_.elapsed_seconds);
+  TrainSummary summary;
+  last_saved_step_ = state_.step;
+  model_->train();
+  if (state_.step == 0 && state_.best_step < 0 && extension_ && extension_->evaluate_at_start())
+    evaluate_and_checkpoint(progress);
+
+  while (state_.step < t.max_steps && !(t.max_epochs > 0 && state_.epoch >= t.max_epochs)) {
+    if (epoch_done()) {
+      next_epoch();
+      continue;
+    }
+    const StepStats s = train_step();
+    if (s.tokens == 0) continue;  // no process had a batch
+    progress.add(s);
+    if (auto rec = progress.report(state_, t, s.lr, extension_.get())) {
+      if (options_.comm) {
+        (*rec)["world_size"] = options_.world_size;
+        (*rec)["allreduce_bytes_per_step"] = allreduce_bytes_;
+      }
+      log_metrics(*rec);
+    }
+    if (state_.step % t.eval_every == 0) {
+      evaluate_and_checkpoint(progress);
+      const bool may_stop = !extension_ || extension_->early_stopping();
+      if (may_stop && t.patience > 0 && state_.evals_without_improvement >= t.patience) {
+        log::info("early stop: no improvement in {} evaluations (best step {})", t.patience,
+                  state_.best_step);
+        summary.early_stopped = true;
+        break;
+      }
+    }
+    if (state_.step >= t.max_steps) break;
+    // Between evaluations only `last`, so that a killed run loses little; saved right after a
+    // log line (the log window is not part of the checkpoint), so that a resumed run logs the
+    // same numbers as an uninterrupted one.
+    if (t.save_every > 0 && state_.step - last_saved_step_ >= t.save_every &&
+        progress.window_empty() && !s.stop)
+      save_last(progress);
+    if (s.stop) {
+      summary.interrupted = true;
+      break;
+    }
+  }
+  progress.end_line();
+
+  const fs::path last = options_.run_dir / "checkpoints" / "last";
+  if (summary.interrupted) {
+    save_last(progress);
+    log::info("interrupted at step {}: saved {}; run the same command to resume", state_.step,
+              last.string());
+  } else {
+    std::error_code ec;
+    if (state_.step != last_saved_step_ || !fs::exists(last, ec)) evaluate_and_checkpoint(progress);
+    const int64_t differing = options_.comm ? check_parameters_identical() : 0;
+    if (options_.rank == 0) {
+      if (extension_) extension_->finish(*this);
+      write_summary(summary, progress.elapsed(), differing);
+    }
+  }
+  summary.steps = state_.step;
+  summary.best_score = state_.best_score;
+  summary.best_step = state_.best_step;
+  summary.seconds = state_.elapsed_seconds;
+  // Over the whole run (all sessions): tokens trained on per second of training.
+  summary.target_tokens_per_second =
+      state_.elapsed_seconds > 0 ? state_.target_tokens / state_.elapsed_seconds : 0.0;
+  return summary;
+}
+
+void Trainer::start_or_resume() {
   const fs::path ckpt_dir = options_.run_dir / "checkpoints";
   fs::create_directories(ckpt_dir);
   std::error_code ec;
@@ -340,8 +515,12 @@ TrainSummary Trainer::run() {
     for (const auto& log_name : event_logs())
       io::write_file_atomic(options_.run_dir / log_name, "");
   }
-  if (options_.rank == 0) save_config(config_, options_.run_dir / "config.yaml");
+  if (options_.rank != 0) return;
+  save_config(config_, options_.run_dir / "config.yaml");
+  fs::remove(options_.run_dir / "summary.json", ec);  // an extended run is not finished any more
+}
 
+void Trainer::log_run_start() {
   int64_t n_params = 0;
   for (const auto& p : model_->parameters()) n_params += p.numel();
   int64_t epoch_tokens = 0;
@@ -352,278 +531,190 @@ TrainSummary Trainer::run() {
       n_params, model_->architecture().summary(), config_.model.pre_norm ? "pre-norm" : "post-norm",
       config_.model.tie_embeddings ? "tied embeddings" : "untied embeddings", batches_.size(),
       epoch_tokens, device_.str());
+}
 
-  if (options_.comm) {
-    // Every rank starts from rank 0's parameters (they agree already: same seed or checkpoint).
-    torch::NoGradGuard no_grad;
-    for (auto& p : trainable_parameters()) options_.comm->broadcast(p, 0);
+void Trainer::broadcast_parameters() {
+  if (!options_.comm) return;
+  // Every rank starts from rank 0's parameters (they agree already: same seed or checkpoint).
+  torch::NoGradGuard no_grad;
+  for (auto& p : params_) options_.comm->broadcast(p, 0);
+}
+
+bool Trainer::epoch_done() const {
+  return state_.batch_in_epoch >= static_cast<int64_t>(batches_.size());
+}
+
+void Trainer::next_epoch() {
+  ++state_.epoch;
+  state_.batch_in_epoch = 0;
+}
+
+Trainer::StepStats Trainer::train_step() {
+  StepStats s;
+  optimizer_->zero_grad();
+  accumulate_batches(s);
+  synchronise_stats(s);
+  if (s.tokens > 0) apply_update(s);
+  return s;
+}
+
+void Trainer::accumulate_batches(StepStats& s) {
+  if (order_epoch_ != state_.epoch) {
+    order_ = epoch_order(static_cast<int64_t>(batches_.size()), static_cast<uint64_t>(config_.seed),
+                         state_.epoch);
+    order_epoch_ = state_.epoch;
   }
-  g_stop_requested = false;
-  if (options_.rank == 0) {
-    std::error_code ec;  // a finished run extended (more steps) is not finished any more
-    fs::remove(options_.run_dir / "summary.json", ec);
+  const auto& t = config_.train;
+  const int64_t n = static_cast<int64_t>(order_.size());
+  // One optimizer step takes update_freq batches per process; process r takes the batches at
+  // positions r, r + world, ... of the step's share of the epoch.
+  const int64_t step_batches = static_cast<int64_t>(t.update_freq) * options_.world_size;
+  for (int64_t k = 0; k < step_batches && state_.batch_in_epoch < n; ++k) {
+    const int64_t pos = state_.batch_in_epoch++;
+    if (pos % options_.world_size != options_.rank) continue;
+    // Dropout and gate noise are a function of (seed, epoch, batch): the same whatever the number
+    // of processes, and across a resume.
+    seed_batch(static_cast<uint64_t>(config_.seed), state_.epoch, pos);
+    const Batch b = collate(train_, batches_[order_[pos]], device_);
+    if (extension_) extension_->before_forward(b);
+    torch::Tensor logits;
+    {
+      PrecisionScope scope(precision_, device_);
+      logits = model_->forward(b.src, b.tgt_in);
+    }
+    // Summed over the batch's target tokens: the gradients hold sums until apply_update.
+    const auto ls = label_smoothed_loss(logits, b.tgt_out, t.label_smoothing);
+    ls.loss.backward();
+    s.tokens += ls.tokens;
+    s.loss += ls.loss.item<double>();
+    s.nll += ls.nll.item<double>();
   }
-  auto old_int = std::signal(SIGINT, request_stop);
-  auto old_term = std::signal(SIGTERM, request_stop);
+  s.stop = StopSignals::requested();
+}
 
-  TrainSummary summary;
-  model_->train();
-  const auto session_start = Clock::now();
-  const double elapsed_before = state_.elapsed_seconds;
-  auto window_start = Clock::now();
-  double window_loss = 0, window_nll = 0;
-  int64_t window_tokens = 0, window_steps = 0, last_saved_step = state_.step;
-  const bool tty = log::stderr_is_tty();
-  std::vector<torch::Tensor> params = trainable_parameters();
+void Trainer::synchronise_stats(StepStats& s) {
+  if (!options_.comm) return;
+  // Token counts, loss sums and the stop request, summed over the processes.
+  auto stats = torch::tensor({static_cast<double>(s.tokens), s.loss, s.nll, s.stop ? 1.0 : 0.0},
+                             torch::kFloat64);
+  std::vector<torch::Tensor> v = {stats};
+  options_.comm->allreduce_sum(v);
+  s.tokens = static_cast<int64_t>(stats[0].item<double>());
+  s.loss = stats[1].item<double>();
+  s.nll = stats[2].item<double>();
+  s.stop = stats[3].item<double>() > 0;
+  if (s.stop) StopSignals::request();
+}
 
-  auto evaluate_and_save = [&]() {
-    const auto r = evaluate();
-    const double score = t.best_metric == "bleu" ? r.bleu : -r.loss;
-    const bool improved = state_.best_step < 0 || score > state_.best_score;
-    if (improved) {
-      state_.best_score = score;
-      state_.best_step = state_.step;
-      state_.evals_without_improvement = 0;
-    } else {
-      ++state_.evals_without_improvement;
-    }
-    state_.elapsed_seconds = elapsed_before + since(session_start);
-    nlohmann::json rec = {{"event", "eval"},
-                          {"step", state_.step},
-                          {"epoch", state_.epoch + 1},
-                          {"dev_loss", r.loss},
-                          {"dev_nll", r.nll},
-                          {"dev_ppl", std::exp(r.nll)},
-                          {"dev_bleu", r.bleu},
-                          {"dev_chrf", r.chrf},
-                          {"dev_sentences", r.sentences},
-                          {"best_step", state_.best_step},
-                          {"elapsed_s", state_.elapsed_seconds}};
-    on_evaluation(state_.step, rec);
-    log_metrics(rec);
-    if (tty) std::fputc('\n', stderr);
-    log::info("step {} | dev loss {:.3f} ppl {:.2f} | dev BLEU {:.2f} chrF {:.2f}{} | best step {}",
-              state_.step, r.loss, std::exp(r.nll), r.bleu, r.chrf, improved ? " (best)" : "",
-              state_.best_step);
-    save(ckpt_dir / "last");
-    io::crash_point("train.saved_last");
-    sync_checkpoint_set(ckpt_dir, true);
-    last_saved_step = state_.step;
-    return r;
-  };
-
-  if (state_.step == 0 && state_.best_step < 0 && evaluate_at_start()) evaluate_and_save();
-  bool done = state_.step >= t.max_steps;
-  while (!done) {
-    if (t.max_epochs > 0 && state_.epoch >= t.max_epochs) break;
-    const auto order = epoch_order(static_cast<int64_t>(batches_.size()),
-                                   static_cast<uint64_t>(config_.seed), state_.epoch);
-    while (state_.batch_in_epoch < static_cast<int64_t>(order.size())) {
-      optimizer_->zero_grad();
-      int64_t tokens = 0;
-      double loss_sum = 0, nll_sum = 0;
-      // One optimizer step takes update_freq batches per process; process r takes the batches
-      // at positions r, r + world, ... of the step's share of the epoch.
-      const int64_t step_batches = static_cast<int64_t>(t.update_freq) * options_.world_size;
-      for (int64_t k = 0;
-           k < step_batches && state_.batch_in_epoch < static_cast<int64_t>(order.size()); ++k) {
-        const int64_t pos = state_.batch_in_epoch++;
-        if (pos % options_.world_size != options_.rank) continue;
-        // Dropout and gate noise are a function of (seed, epoch, batch): the same whatever the
-        // number of processes, and across a resume.
-        seed_batch(static_cast<uint64_t>(config_.seed), state_.epoch, pos);
-        const Batch b = collate(train_, batches_[order[pos]], device_);
-        before_forward(b);
-        torch::Tensor logits;
-        {
-          PrecisionScope scope(precision_, device_);
-          logits = model_->forward(b.src, b.tgt_in);
-        }
-        const auto ls = label_smoothed_loss(logits, b.tgt_out, t.label_smoothing);
-        ls.loss.backward();
-        tokens += ls.tokens;
-        loss_sum += ls.loss.item<double>();
-        nll_sum += ls.nll.item<double>();
-      }
-      bool stop_now = g_stop_requested;
-      if (options_.comm) {
-        // Token counts, loss sums and the stop request, summed over the processes.
-        auto stats =
-            torch::tensor({static_cast<double>(tokens), loss_sum, nll_sum, stop_now ? 1.0 : 0.0},
-                          torch::kFloat64);
-        std::vector<torch::Tensor> v = {stats};
-        options_.comm->allreduce_sum(v);
-        tokens = static_cast<int64_t>(stats[0].item<double>());
-        loss_sum = stats[1].item<double>();
-        nll_sum = stats[2].item<double>();
-        stop_now = stats[3].item<double>() > 0;
-        if (stop_now) g_stop_requested = true;
-      }
-      if (tokens == 0) continue;
-      // Gradients hold sums over tokens; the objective is the per-token mean (+ extra terms).
-      if (auto extra = extra_loss(state_.step); extra.defined()) {
-        // Each process adds its share: the sum over processes is extra x all tokens.
-        (extra * (static_cast<double>(tokens) / options_.world_size)).backward();
-      }
-      if (options_.comm) {
-        allreduce_bytes_ = dist::allreduce_gradients(*options_.comm, params);
-      }
-      for (auto& p : params) {
-        if (p.grad().defined()) p.grad().div_(static_cast<double>(tokens));
-      }
-      if (t.clip_norm > 0) torch::nn::utils::clip_grad_norm_(params, t.clip_norm);
-      const double lr = scheduled_lr(t.lr_schedule, state_.step + 1, t.lr, t.warmup_steps,
-                                     t.warmup_init_lr, t.max_steps);
-      for (size_t g = 0; g < optimizer_->param_groups().size(); ++g) {
-        static_cast<torch::optim::AdamOptions&>(optimizer_->param_groups()[g].options())
-            .lr(group_lr(g, lr));
-      }
-      optimizer_->step();
-      after_step(state_.step);
-      ++state_.step;
-      state_.target_tokens += tokens;
-      window_loss += loss_sum;
-      window_nll += nll_sum;
-      window_tokens += tokens;
-      ++window_steps;
-
-      const bool log_now = state_.step % t.log_every == 0;
-      if (log_now || tty) {
-        const double secs = since(window_start);
-        const double rate = window_tokens / std::max(secs, 1e-9);
-        const double steps_per_s = window_steps / std::max(secs, 1e-9);
-        const double eta = (t.max_steps - state_.step) / std::max(steps_per_s, 1e-9);
-        const std::string line =
-            fmt::format(
-                "step {}/{} | epoch {} | loss {:.3f} | nll {:.3f} | lr {:.2e} | {:.0f} tok/s | "
-                "elapsed {} | ETA {}",
-                state_.step, t.max_steps, state_.epoch + 1,
-                window_loss / std::max<int64_t>(window_tokens, 1),
-                window_nll / std::max<int64_t>(window_tokens, 1), lr, rate,
-                duration(elapsed_before + since(session_start)), duration(eta)) +
-            progress_suffix();
-        if (tty) {
-          std::fprintf(stderr, "\r\033[K%s", line.c_str());
-          std::fflush(stderr);
-        } else {
-          log::info("{}", line);
-        }
-        if (log_now) {
-          nlohmann::json rec = {{"event", "train"},
-                                {"step", state_.step},
-                                {"epoch", state_.epoch + 1},
-                                {"loss", window_loss / std::max<int64_t>(window_tokens, 1)},
-                                {"nll", window_nll / std::max<int64_t>(window_tokens, 1)},
-                                {"lr", lr},
-                                {"tgt_tokens_per_s", rate},
-                                {"elapsed_s", elapsed_before + since(session_start)}};
-          if (options_.comm) {
-            rec["world_size"] = options_.world_size;
-            rec["allreduce_bytes_per_step"] = allreduce_bytes_;
-          }
-          log_metrics(rec);
-          window_start = Clock::now();
-          window_loss = window_nll = 0;
-          window_tokens = window_steps = 0;
-        }
-      }
-      if (state_.step % t.eval_every == 0) {
-        evaluate_and_save();
-        if (early_stopping() && t.patience > 0 && state_.evals_without_improvement >= t.patience) {
-          log::info("early stop: no improvement in {} evaluations (best step {})", t.patience,
-                    state_.best_step);
-          summary.early_stopped = true;
-          done = true;
-          break;
-        }
-      }
-      if (state_.step >= t.max_steps) {
-        done = true;
-        break;
-      }
-      if (t.save_every > 0 && state_.step - last_saved_step >= t.save_every && window_steps == 0 &&
-          !stop_now) {
-        // Between evaluations: only `last`, so that a killed run loses little. Saved right after a
-        // log line (the log window is not part of the checkpoint), so a resumed run logs the
-        // same numbers as an uninterrupted one.
-        state_.elapsed_seconds = elapsed_before + since(session_start);
-        save(ckpt_dir / "last");
-        last_saved_step = state_.step;
-      }
-      if (stop_now) {
-        summary.interrupted = true;
-        done = true;
-        break;
-      }
-    }
-    if (!done) {
-      ++state_.epoch;
-      state_.batch_in_epoch = 0;
-    }
-    if (t.max_epochs > 0 && state_.epoch >= t.max_epochs) done = true;
+void Trainer::apply_update(StepStats& s) {
+  const auto& t = config_.train;
+  // The objective of a step: mean token cross-entropy + the extension's regulariser R(step). The
+  // batches left the gradient of the summed cross-entropy; R is added with weight `tokens` (each
+  // process its share, so that the sum over processes is R x all tokens), and everything is
+  // divided by the step's token count after the all-reduce.
+  Regulariser r;
+  if (extension_) r = extension_->regulariser(state_.step);
+  if (r.term.defined()) (r.term * (static_cast<double>(s.tokens) / options_.world_size)).backward();
+  if (options_.comm) allreduce_bytes_ = dist::allreduce_gradients(*options_.comm, params_);
+  for (auto& p : params_) {
+    if (p.grad().defined()) p.grad().div_(static_cast<double>(s.tokens));
   }
-  if (tty) std::fputc('\n', stderr);
-  if (summary.interrupted) {
-    state_.elapsed_seconds = elapsed_before + since(session_start);
-    save(ckpt_dir / "last");
-    log::info("interrupted at step {}: saved {}; run the same command to resume", state_.step,
-              (ckpt_dir / "last").string());
+  if (t.clip_norm > 0) torch::nn::utils::clip_grad_norm_(params_, t.clip_norm);
+  s.lr = scheduled_lr(t.lr_schedule, state_.step + 1, t.lr, t.warmup_steps, t.warmup_init_lr,
+                      t.max_steps);
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    static_cast<torch::optim::AdamOptions&>(optimizer_->param_groups()[g].options())
+        .lr(groups_[g].fixed_lr.value_or(s.lr));
+  }
+  optimizer_->step();
+  if (extension_) extension_->after_step(state_.step, r);
+  ++state_.step;
+  state_.target_tokens += s.tokens;
+}
+
+void Trainer::evaluate_and_checkpoint(Progress& progress) {
+  const auto r = evaluate();
+  const double score = config_.train.best_metric == "bleu" ? r.bleu : -r.loss;
+  const bool improved = state_.best_step < 0 || score > state_.best_score;
+  if (improved) {
+    state_.best_score = score;
+    state_.best_step = state_.step;
+    state_.evals_without_improvement = 0;
   } else {
-    if (state_.step != last_saved_step || !fs::exists(ckpt_dir / "last", ec)) evaluate_and_save();
-    int64_t differing = 0;
-    if (options_.comm) {
-      // Data-parallel runs end by checking that every process holds rank 0's parameters.
-      torch::NoGradGuard no_grad;
-      for (auto& p : trainable_parameters()) {
-        auto mine = p.detach().clone();
-        auto theirs = p.detach().clone();
-        options_.comm->broadcast(theirs, 0);
-        differing += mine.ne(theirs).sum().item<int64_t>();
-      }
-      auto count = torch::tensor({static_cast<double>(differing)}, torch::kFloat64);
-      std::vector<torch::Tensor> v = {count};
-      options_.comm->allreduce_sum(v);
-      differing = static_cast<int64_t>(count.item<double>());
-      if (differing == 0) {
-        log::info("parameters identical on all {} processes", options_.world_size);
-      } else {
-        log::warn("{} parameter values differ between the processes", differing);
-      }
-    }
-    if (options_.rank == 0) {
-      on_finish();
-      // Written last: its presence means the run is complete (sweeps skip such runs).
-      const double seconds = elapsed_before + since(session_start);
-      nlohmann::json done = {
-          {"status", summary.early_stopped ? "early-stopped" : "finished"},
-          {"steps", state_.step},
-          {"best_step", state_.best_step},
-          {"best_metric", config_.train.best_metric},
-          {"best_score",
-           config_.train.best_metric == "bleu" ? state_.best_score : -state_.best_score},
-          {"precision", precision_.name()},
-          {"precision_reason", precision_.reason},
-          {"train_seconds", seconds},
-          {"target_tokens_per_s", seconds > 0 ? state_.target_tokens / seconds : 0.0}};
-      if (options_.comm) {
-        done["world_size"] = options_.world_size;
-        done["parameters_identical_across_processes"] = differing == 0;
-      }
-      io::crash_point("train.before_summary");
-      io::write_file_atomic(options_.run_dir / "summary.json", done.dump(2) + "\n");
-    }
+    ++state_.evals_without_improvement;
   }
-  std::signal(SIGINT, old_int);
-  std::signal(SIGTERM, old_term);
+  state_.elapsed_seconds = progress.elapsed();
+  nlohmann::json rec = {{"event", "eval"},
+                        {"step", state_.step},
+                        {"epoch", state_.epoch + 1},
+                        {"dev_loss", r.loss},
+                        {"dev_nll", r.nll},
+                        {"dev_ppl", std::exp(r.nll)},
+                        {"dev_bleu", r.bleu},
+                        {"dev_chrf", r.chrf},
+                        {"dev_sentences", r.sentences},
+                        {"best_step", state_.best_step},
+                        {"elapsed_s", state_.elapsed_seconds}};
+  if (extension_) extension_->evaluation_extras(state_.step, rec);
+  log_metrics(rec);
+  progress.end_line();
+  log::info("step {} | dev loss {:.3f} ppl {:.2f} | dev BLEU {:.2f} chrF {:.2f}{} | best step {}",
+            state_.step, r.loss, std::exp(r.nll), r.bleu, r.chrf, improved ? " (best)" : "",
+            state_.best_step);
+  const fs::path ckpt_dir = options_.run_dir / "checkpoints";
+  save(ckpt_dir / "last");
+  io::crash_point("train.saved_last");
+  sync_checkpoint_set(ckpt_dir, true);
+  last_saved_step_ = state_.step;
+}
 
-  summary.steps = state_.step;
-  summary.best_score = state_.best_score;
-  summary.best_step = state_.best_step;
-  summary.seconds = state_.elapsed_seconds;
-  // Over the whole run (all sessions): tokens trained on per second of training.
-  summary.target_tokens_per_second =
-      state_.elapsed_seconds > 0 ? state_.target_tokens / state_.elapsed_seconds : 0.0;
-  return summary;
+void Trainer::save_last(Progress& progress) {
+  state_.elapsed_seconds = progress.elapsed();
+  save(options_.run_dir / "checkpoints" / "last");
+  last_saved_step_ = state_.step;
+}
+
+int64_t Trainer::check_parameters_identical() {
+  // Data-parallel runs end by checking that every process holds rank 0's parameters.
+  torch::NoGradGuard no_grad;
+  int64_t differing = 0;
+  for (auto& p : params_) {
+    auto mine = p.detach().clone();
+    auto theirs = p.detach().clone();
+    options_.comm->broadcast(theirs, 0);
+    differing += mine.ne(theirs).sum().item<int64_t>();
+  }
+  auto count = torch::tensor({static_cast<double>(differing)}, torch::kFloat64);
+  std::vector<torch::Tensor> v = {count};
+  options_.comm->allreduce_sum(v);
+  differing = static_cast<int64_t>(count.item<double>());
+  if (differing == 0) {
+    log::info("parameters identical on all {} processes", options_.world_size);
+  } else {
+    log::warn("{} parameter values differ between the processes", differing);
+  }
+  return differing;
+}
+
+void Trainer::write_summary(const TrainSummary& summary, double seconds, int64_t differing) {
+  // Written last: its presence means the run is complete (sweeps skip such runs).
+  const auto& t = config_.train;
+  nlohmann::json done = {
+      {"status", summary.early_stopped ? "early-stopped" : "finished"},
+      {"steps", state_.step},
+      {"best_step", state_.best_step},
+      {"best_metric", t.best_metric},
+      {"best_score", t.best_metric == "bleu" ? state_.best_score : -state_.best_score},
+      {"precision", precision_.name()},
+      {"precision_reason", precision_.reason},
+      {"train_seconds", seconds},
+      {"target_tokens_per_s", seconds > 0 ? state_.target_tokens / seconds : 0.0}};
+  if (options_.comm) {
+    done["world_size"] = options_.world_size;
+    done["parameters_identical_across_processes"] = differing == 0;
+  }
+  io::crash_point("train.before_summary");
+  io::write_file_atomic(options_.run_dir / "summary.json", done.dump(2) + "\n");
 }
 
 io::RunLock check_run_folder(const Config& config, const fs::path& run_dir, int rank) {

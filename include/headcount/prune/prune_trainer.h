@@ -10,41 +10,58 @@
 
 namespace headcount::prune {
 
-class PruneTrainer : public train::Trainer {
+// L0 pruning as a training extension: gates on the heads of prune.attention, trained with the
+// parts of prune.train_parts; the regulariser (regulariser(), the whole objective's extra term)
+// is lambda(step) x L_C, or in target mode lambda1 x gap + lambda2 x gap^2 with multipliers that
+// ascend on the gap after each step.
+class L0Pruning : public train::TrainingExtension {
  public:
-  PruneTrainer(Config config, train::TrainOptions options);
+  L0Pruning(const Config& config, const train::TrainOptions& options);
   HeadGates& gates() { return gates_; }
   // The gate values the run ends with: the eval gates, or in target mode exactly
   // prune.target_heads heads (top-N by log_alpha).
   std::map<std::string, torch::Tensor> final_values();
 
- protected:
-  void on_model_ready() override;
-  std::vector<torch::Tensor> trainable_parameters() override;
-  std::vector<torch::optim::OptimizerParamGroup> parameter_groups() override;
-  double group_lr(size_t group, double scheduled_lr) override;
-  std::vector<std::string> event_logs() const override { return {"metrics.jsonl", "gates.jsonl"}; }
+  std::vector<train::ParamGroup> parameter_groups(model::Transformer& model,
+                                                  const torch::Device& device) override;
   void before_forward(const train::Batch& batch) override;
-  torch::Tensor extra_loss(int64_t step) override;
-  void after_step(int64_t step) override;
-  void before_evaluate() override;
-  void on_evaluation(int64_t step, nlohmann::json& record) override;
-  void save_extra(const fs::path& dir) override;
-  void load_extra(const fs::path& dir) override;
+  train::Regulariser regulariser(int64_t step) override;
+  void after_step(int64_t step, const train::Regulariser& r) override;
+  void begin_evaluation() override;
+  void evaluation_extras(int64_t step, nlohmann::json& record) override;
+  void save(const fs::path& checkpoint) override;
+  void load(const fs::path& checkpoint) override;
+  std::vector<std::string> event_logs() const override { return {"gates.jsonl"}; }
   bool evaluate_at_start() const override { return true; }
   bool early_stopping() const override { return false; }
-  void on_finish() override;
-  std::string progress_suffix() override;
+  std::string progress() override;
+  // The final evaluation with the final gates, pruned/, head_removal.csv, pruning.json, README.md.
+  void finish(train::Trainer& trainer) override;
 
  private:
-  double lambda_at(int64_t step) const;
-  std::vector<torch::Tensor> model_parameters_;
+  const Config config_;
+  const train::TrainOptions options_;
+  model::Transformer model_{nullptr};
   HeadGates gates_{nullptr};
   LambdaSchedule schedule_;
-  size_t gate_group_ = 0;
-  // Target mode.
-  double lambda1_ = 0, lambda2_ = 0, last_gap_ = 0;
+  double lambda1_ = 0, lambda2_ = 0;  // target mode: the Lagrange multipliers
   bool finished_ = false;
+};
+
+// `headcount prune`: a Trainer with L0Pruning.
+class PruneTrainer {
+ public:
+  PruneTrainer(Config config, train::TrainOptions options);
+  train::TrainSummary run() { return trainer_.run(); }
+  model::Transformer& model() { return trainer_.model(); }
+  HeadGates& gates() { return l0_->gates(); }
+  std::map<std::string, torch::Tensor> final_values() { return l0_->final_values(); }
+
+ private:
+  PruneTrainer(std::unique_ptr<L0Pruning> l0, const Config& config,
+               const train::TrainOptions& options);
+  L0Pruning* l0_;  // owned by trainer_
+  train::Trainer trainer_;
 };
 
 // Writes a physically pruned checkpoint of any checkpoint of a prune run (its gates.pt): the

@@ -28,6 +28,7 @@
 #include "headcount/model/transformer.h"
 #include "headcount/train/batching.h"
 #include "headcount/train/checkpoint.h"
+#include "headcount/train/extension.h"
 
 namespace headcount::train {
 
@@ -67,13 +68,19 @@ struct EvalResult {
 std::vector<Example> encode_pairs(const data::ParallelText& text, const data::Vocab& src,
                                   const data::Vocab& tgt, int max_len, size_t* dropped = nullptr);
 
+// The loop (Trainer::run) reads top to bottom: start or resume, then per step take the step's
+// batches, forward and backward them, add the extension's regulariser, all-reduce, clip, set the
+// learning rate and step the optimizer; log, evaluate and checkpoint when due; finish. Everything
+// a fine-tuning method adds comes through one TrainingExtension (train/extension.h).
 class Trainer {
  public:
-  Trainer(Config config, TrainOptions options);
+  Trainer(Config config, TrainOptions options,
+          std::unique_ptr<TrainingExtension> extension = nullptr);
   virtual ~Trainer();
   // Loads data, vocabulary and model, then builds the optimizer (run() and evaluate() call it).
   void init();
   TrainSummary run();
+  // Dev loss (teacher-forced, whole dev set), BLEU and chrF (decoded, train.eval_max_sentences).
   EvalResult evaluate();
 
   model::Transformer& model() {
@@ -81,49 +88,14 @@ class Trainer {
     return model_;
   }
   const Config& config() const { return config_; }
-
- protected:
-  // Hooks for fine-tuning variants (pruning adds gates and a penalty through these).
-  // The optimizer's parameter groups (default: one group of trainable_parameters()) and the
-  // learning rate of each given the scheduled one.
-  virtual std::vector<torch::optim::OptimizerParamGroup> parameter_groups();
-  virtual double group_lr(size_t group, double scheduled_lr) { return scheduled_lr; }
-  // Event logs in the run folder trimmed back to the checkpoint's step on resume.
-  virtual std::vector<std::string> event_logs() const { return {"metrics.jsonl"}; }
-  // After the model exists and before the optimizer is built.
-  virtual void on_model_ready() {}
-  virtual std::vector<torch::Tensor> trainable_parameters();
-  // Added to the per-token training loss; undefined: nothing.
-  virtual torch::Tensor extra_loss(int64_t step) { return {}; }
-  // Called before each training forward pass (gates draw their noise here).
-  virtual void before_forward(const Batch& batch) {}
-  // Called after the optimizer step (Lagrange multipliers step here).
-  virtual void after_step(int64_t step) {}
-  // Evaluation runs between these two (gates switch to their deterministic values).
-  virtual void before_evaluate() {}
-  virtual void after_evaluate() {}
-  virtual void on_evaluation(int64_t step, nlohmann::json& record) {}
-  // Extra files of a checkpoint (written into the folder before it is swapped into place).
-  virtual void save_extra(const fs::path& dir) {}
-  virtual void load_extra(const fs::path& dir) {}
-  // Early stopping on train.patience (pruning runs to train.max_steps: its dev BLEU is meant to
-  // fall as heads go).
-  virtual bool early_stopping() const { return true; }
-  // Evaluate before the first step (fine-tuning logs the starting point).
-  virtual bool evaluate_at_start() const { return false; }
-  // Appended to the progress line (pruning shows the heads open now).
-  virtual std::string progress_suffix() { return ""; }
-  // Called once when the run ends (not when interrupted).
-  virtual void on_finish() {}
-
-  void prepare();
-  void save(const fs::path& dir);
-  bool resume_from(const fs::path& dir);
-  // Makes `best` and `step-N` agree with `last` (written first by every save): after a save of an
-  // evaluation, and on resume, where a kill between the writes left them behind.
-  void sync_checkpoint_set(const fs::path& ckpt_dir, bool evaluated);
+  const TrainOptions& options() const { return options_; }
+  const TrainState& state() const { return state_; }
+  const data::VocabFiles& vocab_files() const { return vocab_files_; }
+  // Appends a record to metrics.jsonl (rank 0).
   void log_metrics(const nlohmann::json& record);
 
+ protected:
+  void prepare();
   Config config_;
   TrainOptions options_;
   torch::Device device_{torch::kCPU};
@@ -131,12 +103,51 @@ class Trainer {
   std::unique_ptr<data::Vocab> src_vocab_, tgt_vocab_;
   data::Corpus corpus_;
   std::vector<Example> train_, dev_;
-  std::vector<std::vector<int64_t>> batches_;
   model::Transformer model_{nullptr};
-  std::unique_ptr<torch::optim::Adam> optimizer_;
   TrainState state_;
+
+ private:
+  // Statistics of one optimizer step, summed over the processes.
+  struct StepStats {
+    int64_t tokens = 0;
+    double loss = 0, nll = 0;  // sums over the step's target tokens
+    double lr = 0;
+    bool stop = false;  // a process was asked to stop (SIGINT / SIGTERM)
+  };
+  class Progress;
+
+  // The named steps of run().
+  void start_or_resume();
+  void log_run_start();
+  void broadcast_parameters();
+  bool epoch_done() const;
+  void next_epoch();
+  StepStats train_step();
+  void accumulate_batches(StepStats& s);
+  void synchronise_stats(StepStats& s);
+  void apply_update(StepStats& s);
+  void evaluate_and_checkpoint(Progress& progress);
+  void save_last(Progress& progress);
+  int64_t check_parameters_identical();
+  void write_summary(const TrainSummary& summary, double seconds, int64_t differing);
+
+  std::vector<std::string> event_logs() const;
+  void save(const fs::path& dir);
+  void resume_from(const fs::path& dir);
+  // Makes `best` and `step-N` agree with `last` (written first by every save): after a save of an
+  // evaluation, and on resume, where a kill between the writes left them behind.
+  void sync_checkpoint_set(const fs::path& ckpt_dir, bool evaluated);
+
+  std::unique_ptr<TrainingExtension> extension_;
+  std::vector<ParamGroup> groups_;
+  std::vector<torch::Tensor> params_;  // all trained parameters, in group order
+  std::vector<std::vector<int64_t>> batches_;
+  std::vector<int64_t> order_;  // this epoch's batch order
+  int64_t order_epoch_ = -1;
+  std::unique_ptr<torch::optim::Adam> optimizer_;
   PrecisionChoice precision_;  // train.precision resolved for device_
   bool ready_ = false;
+  int64_t last_saved_step_ = 0;
   int64_t allreduce_bytes_ = 0;  // sent by this process in the last step's gradient all-reduce
 };
 

@@ -1,0 +1,86 @@
+// What a fine-tuning method adds to training: the one interface through which pruning (or any
+// other regularised method) plugs into the Trainer's loop. The loop owns batching, precision,
+// all-reduce, the learning-rate schedule, evaluation, checkpoints and the run folder; an extension
+// owns its own parameters and state and says
+//   - which parameters train, in groups, each at the scheduled rate or a fixed one;
+//   - its regulariser R(step): the objective of a step is  mean token cross-entropy + R(step);
+//   - what happens after each optimizer step (e.g. Lagrange multipliers ascending);
+//   - what an evaluation adds (gates switched to their deterministic values, extra fields and
+//     event logs);
+//   - what a checkpoint carries besides the model and optimizer (its parameters and state);
+//   - what happens when the run ends (e.g. writing the physically pruned model).
+#pragma once
+
+#include <torch/torch.h>
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "headcount/model/transformer.h"
+#include "headcount/train/batching.h"
+
+namespace headcount::train {
+
+namespace fs = std::filesystem;
+class Trainer;
+
+// One optimizer parameter group: its rate is the schedule's, or fixed.
+struct ParamGroup {
+  std::vector<torch::Tensor> params;
+  std::optional<double> fixed_lr;
+};
+
+// A step's regulariser: `term` is added to the per-token objective (undefined: nothing);
+// `constraint` is the value it was built from, handed back to after_step (a Lagrangian method's
+// constraint violation, which its multipliers ascend on).
+struct Regulariser {
+  torch::Tensor term;
+  double constraint = 0;
+};
+
+class TrainingExtension {
+ public:
+  virtual ~TrainingExtension() = default;
+
+  // Parameter groups. Called once, when the model exists on `device` and before the optimizer is
+  // built; parameters the groups leave out must have requires_grad off.
+  virtual std::vector<ParamGroup> parameter_groups(model::Transformer& model,
+                                                   const torch::Device& device) = 0;
+
+  // Regulariser. before_forward is called before each training batch's forward pass (noise is
+  // drawn here); regulariser once per optimizer step, after the batches' backward passes.
+  virtual void before_forward(const Batch& batch) {}
+  virtual Regulariser regulariser(int64_t step) = 0;
+
+  // After step: called after the optimizer step `step` (0-based) with that step's regulariser.
+  virtual void after_step(int64_t step, const Regulariser& r) {}
+
+  // Evaluation extras: evaluations run between begin and end; the record of each (metrics.jsonl,
+  // event "eval" or "final") gets the extension's fields.
+  virtual void begin_evaluation() {}
+  virtual void end_evaluation() {}
+  virtual void evaluation_extras(int64_t step, nlohmann::json& record) {}
+
+  // Checkpoint extras: files written into a checkpoint folder before it is swapped into place,
+  // and read back on resume.
+  virtual void save(const fs::path& checkpoint) {}
+  virtual void load(const fs::path& checkpoint) {}
+
+  // Event logs of the run folder besides metrics.jsonl, trimmed back to the checkpoint's step on
+  // resume.
+  virtual std::vector<std::string> event_logs() const { return {}; }
+  // Evaluate before the first step (fine-tuning logs its starting point).
+  virtual bool evaluate_at_start() const { return false; }
+  // Early stopping on train.patience (pruning runs to train.max_steps).
+  virtual bool early_stopping() const { return true; }
+  // Appended to the progress line.
+  virtual std::string progress() { return ""; }
+  // Called once when the run ends (not when it is interrupted), before summary.json.
+  virtual void finish(Trainer& trainer) {}
+};
+
+}  // namespace headcount::train
