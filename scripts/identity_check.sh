@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A fixed-seed tiny `train` and `prune` run whose records must not change under a refactoring:
+# A fixed-seed tiny `train` run and three `prune` runs (lambda, target head count, Fisher) whose records must not change under a refactoring:
 # prints one sha256 per file (weights of every checkpoint, metrics.jsonl and gates.jsonl without
 # their wall-clock fields, head_removal.csv, pruning.json without timings). Run it with the
 # binary before and after and diff the two outputs:
@@ -27,6 +27,10 @@ common=(--set threads.intra_op=1 --set train.log_every=10)
   --set prune.target_warmup_steps=20 --set prune.gate_lr=0.1 \
   --set train.max_steps=60 --set train.eval_every=20 --set train.eval_max_sentences=20 \
   --out "$out/prune-target" >"$out/prune-target.log" 2>&1
+# Fisher post-training pruning to 12 heads (no training: masks, refit, the same run-folder files).
+"$bin" prune configs/tiny.yaml configs/quickstart-prune.yaml "${common[@]}" --method fisher \
+  --set prune.init_from="$out/train/checkpoints/last" --set prune.target_heads=12 \
+  --set train.eval_max_sentences=20 --out "$out/prune-fisher" >"$out/prune-fisher.log" 2>&1
 
 # Wall-clock fields differ between any two runs; everything else must not.
 strip_times() {
@@ -36,7 +40,8 @@ drop = {"elapsed_s", "tgt_tokens_per_s", "train_seconds", "target_tokens_per_s",
         "wall_seconds", "sent_per_s"}
 def clean(x):
     if isinstance(x, dict):
-        return {k: clean(v) for k, v in x.items() if k not in drop}
+        return {k: clean(v) for k, v in x.items()
+                if k not in drop and not k.endswith("seconds") and not k.endswith("_s")}
     if isinstance(x, list):
         return [clean(v) for v in x]
     return x
@@ -52,11 +57,11 @@ else:
 
 out_abs=$(realpath "$out")
 cd "$out"
-for f in $(find train prune prune-target -name model.pt -o -name gates.pt -o -name head_removal.csv \
+for f in $(find train prune prune-target prune-fisher -name model.pt -o -name gates.pt -o -name head_removal.csv \
   -o -name architecture.json | sort); do
   echo "$(sha256sum <"$f" | cut -c1-16)  $f"
 done
-for f in $(find train prune prune-target -maxdepth 1 -name '*.jsonl' -o -maxdepth 1 -name pruning.json \
+for f in $(find train prune prune-target prune-fisher -maxdepth 1 -name '*.jsonl' -o -maxdepth 1 -name pruning.json \
   -o -maxdepth 1 -name summary.json | sort); do
   echo "$(strip_times "$f" | sha256sum | cut -c1-16)  $f (times stripped)"
 done

@@ -277,11 +277,11 @@ TEST(PruneRun, ExportWithoutHeadsEqualsMaskingAndFineTunes) {
   testing::TempDir dir;
   Config c = baseline(dir);
   const fs::path base = dir / "base" / "checkpoints" / "last";
-  const std::vector<prune::HeadRef> removed = {{AttentionType::kEncSelf, 0, 1},
-                                               {AttentionType::kEncDec, 1, 0},
-                                               {AttentionType::kEncDec, 1, 1},
-                                               {AttentionType::kEncDec, 1, 2},
-                                               {AttentionType::kEncDec, 1, 3}};
+  const std::vector<model::HeadId> removed = {{AttentionType::kEncSelf, 0, 1},
+                                              {AttentionType::kEncDec, 1, 0},
+                                              {AttentionType::kEncDec, 1, 1},
+                                              {AttentionType::kEncDec, 1, 2},
+                                              {AttentionType::kEncDec, 1, 3}};
   const auto arch = prune::export_without_heads(base, removed, dir / "michel");
   EXPECT_EQ(arch.enc_self, (std::vector<int64_t>{3, 4}));
   EXPECT_EQ(arch.dec_self, (std::vector<int64_t>{4, 4}));

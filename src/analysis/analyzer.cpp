@@ -20,6 +20,7 @@
 #include "headcount/data/vocab.h"
 #include "headcount/decode/search.h"
 #include "headcount/eval/bleu.h"
+#include "headcount/run/run_folder.h"
 #include "headcount/train/batching.h"
 #include "headcount/train/checkpoint.h"
 #include "headcount/train/loss.h"
@@ -28,10 +29,6 @@
 namespace headcount::analysis {
 
 using model::AttentionType;
-
-std::string HeadId::label() const {
-  return fmt::format("{} L{} H{}", model::attention_name(type), layer, head);
-}
 
 struct Analyzer::State {
   AnalyzeOptions options;
@@ -358,29 +355,13 @@ RemovalOrder read_removal_order(const fs::path& run, const std::vector<HeadId>& 
   std::map<std::tuple<int, int64_t, int64_t>, size_t> index;
   for (size_t i = 0; i < heads.size(); ++i)
     index[{static_cast<int>(heads[i].type), heads[i].layer, heads[i].head}] = i;
-  const fs::path file = run / "head_removal.csv";
-  const auto rows = io::read_lines(file);
+  const fs::path file = run::RunFolder{run}.head_removal();
   RemovalOrder r;
-  for (size_t i = 1; i < rows.size(); ++i) {
-    const auto f = text::split(rows[i], ',');
-    HC_CHECK(f.size() >= 4, "{} line {}: expected attention,layer,head,removal_step,...",
-             file.string(), i + 1);
-    auto t = model::AttentionType::kEncSelf;
-    int64_t layer = 0, head = 0;
-    double step = -1;
-    try {
-      t = model::attention_from_name(f[0]);
-      layer = std::stoll(f[1]);
-      head = std::stoll(f[2]);
-      if (!f[3].empty()) step = std::stod(f[3]);
-    } catch (const std::exception& e) {
-      throw Error(fmt::format("{} line {}: expected attention,layer,head,removal_step,... ({})",
-                              file.string(), i + 1, e.what()));
-    }
-    const auto it = index.find({static_cast<int>(t), layer, head});
-    HC_CHECK(it != index.end(),
-             "{}: {} layer {} head {} is not in {} (give the checkpoint the run started from)",
-             file.string(), f[0], layer, head, checkpoint);
+  for (const auto& row : run::read_head_removal(file)) {
+    const auto it = index.find({static_cast<int>(row.head.type), row.head.layer, row.head.head});
+    HC_CHECK(it != index.end(), "{}: {} is not in {} (give the checkpoint the run started from)",
+             file.string(), row.head.label(), checkpoint);
+    const double step = row.removal_step ? static_cast<double>(*row.removal_step) : -1.0;
     r.gated.push_back(it->second);
     r.step.push_back(step);
     if (step >= 0) r.removed.push_back(heads[it->second]), r.last = std::max(r.last, step);

@@ -20,6 +20,7 @@
 #include "headcount/common/text.h"
 #include "headcount/data/links.h"
 #include "headcount/prune/prune_trainer.h"
+#include "headcount/run/run_folder.h"
 #include "headcount/sweep/sweep.h"
 #include "headcount/train/checkpoint.h"
 
@@ -693,7 +694,7 @@ void run_compare(const AnalyzeArgs& a, const std::string& run_dir, bool finetune
   const double l0_masked = an.bleu(removed);
   const double michel_masked = an.bleu(michel);
   analysis::AnalyzeOptions po = a.options;
-  po.checkpoint = run / "pruned";
+  po.checkpoint = run::RunFolder{run}.pruned();
   std::optional<double> l0_tuned;
   if (fs::exists(po.checkpoint / "model.pt")) l0_tuned = analysis::Analyzer(po).bleu({});
   std::optional<double> michel_tuned;
@@ -702,8 +703,8 @@ void run_compare(const AnalyzeArgs& a, const std::string& run_dir, bool finetune
     // then fine-tuned.
     const fs::path michel_ckpt = out / "michel-pruned", michel_run = out / "michel-finetuned";
     std::error_code ec;
-    if (!fs::exists(michel_run / "checkpoints" / "last", ec)) {
-      std::vector<prune::HeadRef> refs;
+    if (!fs::exists(run::RunFolder{michel_run}.last(), ec)) {
+      std::vector<model::HeadId> refs;
       for (const auto& h : michel) refs.push_back({h.type, h.layer, h.head});
       fs::remove_all(michel_ckpt, ec);
       const auto arch = prune::export_without_heads(a.options.checkpoint, refs, michel_ckpt);
@@ -722,7 +723,7 @@ void run_compare(const AnalyzeArgs& a, const std::string& run_dir, bool finetune
     const int rc = sweep::run_command(self_executable(), args, out / "michel-finetune.log");
     HC_CHECK(rc == 0, "the fine-tuning of {} failed (exit {}); see {}", michel_ckpt.string(), rc,
              (out / "michel-finetune.log").string());
-    po.checkpoint = michel_run / "checkpoints" / "last";
+    po.checkpoint = run::RunFolder{michel_run}.last();
     michel_tuned = analysis::Analyzer(po).bleu({});
   }
   // Rank agreement: importance and confidence against the removal step (later = kept longer).
@@ -762,7 +763,7 @@ void run_compare(const AnalyzeArgs& a, const std::string& run_dir, bool finetune
   j["spearman_importance_vs_removal_step"] = rho_imp;
   j["spearman_confidence_vs_removal_step"] = rho_conf;
   j["top_importance_heads"] = top;
-  io::write_file_atomic(out / "compare.json", j.dump(2) + "\n");
+  io::write_file_atomic(run::RunFolder{out}.compare(), j.dump(2) + "\n");
   std::printf("%zu of %zu gated heads removed by L0 (%s)\n", removed.size(), gated.size(),
               run.c_str());
   std::printf("BLEU, %d %s sentences, beam %d:\n", a.options.sentences, a.options.split.c_str(),
@@ -774,7 +775,7 @@ void run_compare(const AnalyzeArgs& a, const std::string& run_dir, bool finetune
   if (michel_tuned)
     std::printf("  Michel pruned, fine-tuned (same budget)      %6.2f\n", *michel_tuned);
   std::printf("Spearman vs removal step: importance %.3f, confidence %.3f\nwrote %s\n", rho_imp,
-              rho_conf, (out / "compare.json").c_str());
+              rho_conf, (run::RunFolder{out}.compare()).c_str());
 }
 }  // namespace
 

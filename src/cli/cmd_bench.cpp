@@ -22,6 +22,7 @@
 #include "headcount/eval/bleu.h"
 #include "headcount/model/transformer.h"
 #include "headcount/prune/head_gates.h"
+#include "headcount/run/run_folder.h"
 #include "headcount/train/checkpoint.h"
 #include "headcount/train/loss.h"
 
@@ -313,24 +314,18 @@ void bench_decode(const DecodeBenchArgs& a) {
   if (!a.mask_from.empty()) {
     // The full model with the heads the prune run removed multiplied by 0 (no physical pruning).
     Variant v{"masked", info, train::load_model(info, device), {}};
-    const auto rows = io::read_lines(fs::path(a.mask_from) / "head_removal.csv");
+    const fs::path csv = run::RunFolder{a.mask_from}.head_removal();
     int removed = 0;
-    for (size_t i = 1; i < rows.size(); ++i) {
-      const auto f = text::split(rows[i], ',');
-      HC_CHECK(f.size() >= 4,
-               "{}/head_removal.csv line {}: expected attention,layer,head,"
-               "removal_step,...",
-               a.mask_from, i + 1);
-      if (f[3].empty()) continue;
-      const auto t = model::attention_from_name(f[0]);
-      const int64_t layer = std::stoll(f[1]), head = std::stoll(f[2]);
-      auto layers = v.model->attention_layers(t);
-      HC_CHECK(layer < static_cast<int64_t>(layers.size()) && head < layers[layer]->num_heads(),
-               "{}/head_removal.csv: {} layer {} head {} is not in {}", a.mask_from, f[0], layer,
-               head, a.checkpoint);
-      auto& m = v.masks[{static_cast<int>(t), layer}];
-      if (!m.defined()) m = torch::ones({layers[layer]->num_heads()}, device);
-      m[head] = 0.0;
+    for (const auto& row : run::read_head_removal(csv)) {
+      if (!row.removal_step) continue;
+      const auto& h = row.head;
+      auto layers = v.model->attention_layers(h.type);
+      HC_CHECK(h.layer >= 0 && h.layer < static_cast<int64_t>(layers.size()) && h.head >= 0 &&
+                   h.head < layers[h.layer]->num_heads(),
+               "{}: {} is not in {}", csv.string(), h.label(), a.checkpoint);
+      auto& m = v.masks[{static_cast<int>(h.type), h.layer}];
+      if (!m.defined()) m = torch::ones({layers[h.layer]->num_heads()}, device);
+      m[h.head] = 0.0;
       ++removed;
     }
     for (auto& [key, m] : v.masks)

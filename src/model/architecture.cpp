@@ -18,6 +18,10 @@ const char* attention_name(AttentionType t) {
   return "?";
 }
 
+std::string HeadId::label() const {
+  return fmt::format("{} L{} H{}", attention_name(type), layer, head);
+}
+
 AttentionType attention_from_name(const std::string& name) {
   for (auto t : kAttentionTypes) {
     if (name == attention_name(t)) return t;

@@ -18,6 +18,7 @@
 #include "headcount/decode/search.h"
 #include "headcount/model/architecture.h"
 #include "headcount/prune/head_gates.h"
+#include "headcount/run/run_folder.h"
 #include "headcount/train/checkpoint.h"
 
 namespace headcount::prune {
@@ -311,7 +312,7 @@ std::map<std::string, torch::Tensor> values_without(const model::Architecture& a
 void FisherRun::run_fisher() {
   const fs::path run = options_.run_dir;
   std::error_code ec;
-  if (fs::exists(run / "summary.json", ec)) {
+  if (fs::exists(run::RunFolder{run}.summary(), ec)) {
     log::info("{} is finished (summary.json): nothing to do", run.string());
     return;
   }
@@ -319,7 +320,7 @@ void FisherRun::run_fisher() {
   init();
   // An unfinished run starts over (minutes): its event log first, so that the folder is a run's
   // before config.yaml is.
-  io::write_file_atomic(run / "metrics.jsonl", "");
+  io::write_file_atomic(run::RunFolder{run}.metrics(), "");
   save_config(config_, run / "config.yaml");
   const auto types = gated_types(p);
   const model::Architecture before = model_->architecture();
@@ -551,7 +552,8 @@ void FisherRun::run_fisher() {
     torch::NoGradGuard no_grad;
     pruned = prune_heads(model_, values);
   }
-  train::save_checkpoint(run / "pruned", pruned, nullptr, state_, config_, vocab_files_);
+  train::save_checkpoint(run::RunFolder{run}.pruned(), pruned, nullptr, state_, config_,
+                         vocab_files_);
   const double save_seconds = seconds_since(t);
   const double pruning_seconds = seconds_since(t_all);
   int64_t params_after = 0;
@@ -580,19 +582,24 @@ void FisherRun::run_fisher() {
                    [](const Head* a, const Head* b) { return a->fisher < b->fisher; });
   std::map<const Head*, size_t> rank;
   for (size_t i = 0; i < removed.size(); ++i) rank[removed[i]] = i + 1;
-  std::string csv = "attention,layer,head,removal_step,fisher,kept,dev_bleu_at_removal\n";
   std::vector<const Head*> rows;
   for (const auto* h : removed) rows.push_back(h);
   for (const auto& h : all)
     if (!rank.count(&h)) rows.push_back(&h);
   double removed_fisher = 0;
+  std::vector<run::HeadRemoval> log_rows;
   for (const auto* h : rows) {
     const bool kept = !rank.count(h);
     if (!kept) removed_fisher += h->fisher;
-    csv += fmt::format("{},{},{},{},{:.6g},{},\n", model::attention_name(h->type), h->layer,
-                       h->head, kept ? "" : std::to_string(rank.at(h)), h->fisher, kept ? 1 : 0);
+    run::HeadRemoval row;
+    row.head = {h->type, h->layer, h->head};
+    if (!kept) row.removal_step = static_cast<int64_t>(rank.at(h));
+    row.fisher = h->fisher;
+    log_rows.push_back(row);
   }
-  io::write_file_atomic(run / "head_removal.csv", csv);
+  run::write_head_removal(run::RunFolder{run}.head_removal(), log_rows,
+                          run::HeadRemovalKind::kFisher);
+  const std::string csv = run::head_removal_csv(log_rows, run::HeadRemovalKind::kFisher);
 
   const double flops_after = flops(pruned->architecture());
   nlohmann::ordered_json summary = {
@@ -627,8 +634,8 @@ void FisherRun::run_fisher() {
         {"reconstruct", reconstruct_seconds},
         {"save", save_seconds},
         {"dev_evaluations", eval_seconds}}},
-      {"pruned_checkpoint", (run / "pruned").string()}};
-  io::write_file_atomic(run / "pruning.json", summary.dump(2) + "\n");
+      {"pruned_checkpoint", (run::RunFolder{run}.pruned()).string()}};
+  io::write_file_atomic(run::RunFolder{run}.pruning(), summary.dump(2) + "\n");
   std::string readme = fmt::format(
       "# Pruning run (Fisher, post-training)\n\nFrom `{}`: Fisher head masks (Kwon et al. 2022) "
       "on {}, budget {}, {} calibration sentences, rearrangement {}, reconstruction {} (ridge "
@@ -656,12 +663,12 @@ void FisherRun::run_fisher() {
                                        {"pruning_seconds", pruning_seconds},
                                        {"dev_bleu_start", r0.bleu},
                                        {"dev_bleu_end", r1.bleu}};
-  io::write_file_atomic(run / "summary.json", done.dump(2) + "\n");
+  io::write_file_atomic(run::RunFolder{run}.summary(), done.dump(2) + "\n");
   log::info(
       "pruned (fisher): heads {} -> {}, parameters {} -> {}, decoding FLOPs x{:.3f}, dev BLEU "
       "{:.2f} -> {:.2f}; wrote {}",
       before.summary(), pruned->architecture().summary(), params_before, params_after,
-      flops_after / flops_before, r0.bleu, r1.bleu, (run / "pruned").string());
+      flops_after / flops_before, r0.bleu, r1.bleu, (run::RunFolder{run}.pruned()).string());
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include "headcount/common/io.h"
 #include "headcount/common/log.h"
 #include "headcount/common/run_guard.h"
+#include "headcount/run/run_folder.h"
 
 namespace headcount::prune {
 
@@ -161,21 +162,20 @@ void L0Pruning::evaluation_extras(int64_t step, nlohmann::json& record) {
                 ? fmt::format(" | target {:.1f}", record["target_now"].get<double>())
                 : "");
   if (options_.rank != 0) return;
-  nlohmann::json heads = nlohmann::json::array();
+  run::GateSnapshot snapshot;
+  snapshot.step = step;
+  snapshot.dev_bleu = record.value("dev_bleu", 0.0);
+  snapshot.final = finished_;
   const auto values = finished_ ? final_values() : gates_->eval_values();
   for (const auto& l : gates_->layers()) {
     const auto p_open = l.gate->p_open().detach().to(torch::kCPU);
     const auto g = values.at(HeadGatesImpl::key(l.type, l.layer)).to(torch::kCPU);
     for (int64_t h = 0; h < l.gate->num_heads(); ++h) {
-      heads.push_back({model::attention_name(l.type), l.layer, h, p_open[h].item<double>(),
-                       g[h].item<double>()});
+      snapshot.heads.push_back(
+          {{l.type, l.layer, h}, p_open[h].item<double>(), g[h].item<double>()});
     }
   }
-  nlohmann::json line = {{"step", step},
-                         {"dev_bleu", record.value("dev_bleu", 0.0)},
-                         {"final", finished_},
-                         {"heads", heads}};
-  io::append_line(options_.run_dir / "gates.jsonl", line.dump());
+  run::append_gates(run::RunFolder{options_.run_dir}.gates(), snapshot);
 }
 
 void L0Pruning::save(const fs::path& dir) {
@@ -225,17 +225,13 @@ void L0Pruning::finish(train::Trainer& trainer) {
   int64_t before = 0, after = 0;
   for (const auto& p : model_->parameters()) before += p.numel();
   for (const auto& p : pruned->parameters()) after += p.numel();
-  train::save_checkpoint(options_.run_dir / "pruned", pruned, nullptr, trainer.state(), config_,
-                         trainer.vocab_files());
+  train::save_checkpoint(run::RunFolder{options_.run_dir}.pruned(), pruned, nullptr,
+                         trainer.state(), config_, trainer.vocab_files());
   const std::string csv = write_head_removal_log(options_.run_dir);
   // Dev BLEU at step 0 (the converged model, gates fully open) from the metrics.
-  double start_bleu = 0;
-  for (const auto& line :
-       io::read_lines(options_.run_dir / "metrics.jsonl", {.allow_empty_file = true})) {
-    if (line.empty()) continue;
-    const auto j = nlohmann::json::parse(line);
-    if (j["event"] == "eval" && j["step"] == 0) start_bleu = j["dev_bleu"].get<double>();
-  }
+  const run::RunFolder folder{options_.run_dir};
+  const auto start = run::eval_record(folder.metrics(), 0);
+  const double start_bleu = start ? start->value("dev_bleu", 0.0) : 0.0;
   nlohmann::ordered_json summary = {
       {"init_from", options_.init_from ? options_.init_from->string() : ""},
       {"attention_gated", config_.prune.attention},
@@ -249,8 +245,8 @@ void L0Pruning::finish(train::Trainer& trainer) {
       {"parameters_after", after},
       {"dev_bleu_start", start_bleu},
       {"dev_bleu_end", r.bleu},
-      {"pruned_checkpoint", (options_.run_dir / "pruned").string()}};
-  io::write_file_atomic(options_.run_dir / "pruning.json", summary.dump(2) + "\n");
+      {"pruned_checkpoint", folder.pruned().string()}};
+  io::write_file_atomic(folder.pruning(), summary.dump(2) + "\n");
   std::string readme = fmt::format(
       "# Pruning run\n\nFrom `{}`, gates on {} ({}), {} steps.\n\n"
       "| | heads (enc / dec / enc-dec) | parameters | dev BLEU |\n| --- | --- | ---: | ---: |\n"
@@ -270,12 +266,12 @@ void L0Pruning::finish(train::Trainer& trainer) {
     pos = end + 1;
   }
   readme += "```\n";
-  io::write_file_atomic(options_.run_dir / "README.md", readme);
+  io::write_file_atomic(folder.readme(), readme);
   log::info(
       "pruned: heads {} -> {} (enc/dec/enc-dec), parameters {} -> {}, dev BLEU {:.2f} -> {:.2f}; "
       "wrote {}",
       model_->architecture().summary(), pruned->architecture().summary(), before, after, start_bleu,
-      r.bleu, (options_.run_dir / "pruned").string());
+      r.bleu, folder.pruned().string());
 }
 
 model::Architecture export_pruned(const fs::path& checkpoint, const fs::path& out) {
@@ -299,7 +295,8 @@ model::Architecture export_pruned(const fs::path& checkpoint, const fs::path& ou
 }
 
 model::Architecture export_without_heads(const fs::path& checkpoint,
-                                         const std::vector<HeadRef>& removed, const fs::path& out) {
+                                         const std::vector<model::HeadId>& removed,
+                                         const fs::path& out) {
   const auto info = train::read_checkpoint_info(checkpoint);
   std::error_code ec;
   HC_CHECK(!fs::exists(out, ec) || fs::is_empty(out, ec),
@@ -323,60 +320,40 @@ model::Architecture export_without_heads(const fs::path& checkpoint,
 }
 
 std::string write_head_removal_log(const fs::path& run_dir) {
-  struct Eval {
-    int64_t step;
-    double bleu;
-    bool final;
-    std::vector<nlohmann::json> heads;
-  };
-  std::vector<Eval> evals;
-  for (const auto& line : io::read_lines(run_dir / "gates.jsonl", {.allow_empty_file = true})) {
-    if (line.empty()) continue;
-    const auto j = nlohmann::json::parse(line);
-    evals.push_back({j["step"].get<int64_t>(), j["dev_bleu"].get<double>(), j["final"].get<bool>(),
-                     j["heads"].get<std::vector<nlohmann::json>>()});
-  }
-  HC_CHECK(!evals.empty(), "{}/gates.jsonl has no evaluation", run_dir.string());
+  const run::RunFolder folder{run_dir};
+  auto evals = run::read_gates(folder.gates());
+  HC_CHECK(!evals.empty(), "{} has no evaluation", folder.gates().string());
   // A run extended after it finished has an earlier "final" line in the middle: only the last
   // line may be final.
-  std::vector<Eval> kept;
+  std::vector<run::GateSnapshot> kept;
   for (size_t e = 0; e < evals.size(); ++e) {
     if (!evals[e].final || e + 1 == evals.size()) kept.push_back(std::move(evals[e]));
   }
   evals = std::move(kept);
   const size_t n_heads = evals.back().heads.size();
-  struct Row {
-    std::string attention;
-    int64_t layer, head;
-    int64_t removal_step = -1;
-    double p_open, gate, bleu = 0;
-  };
-  std::vector<Row> rows;
+  std::vector<run::HeadRemoval> rows;
   for (size_t h = 0; h < n_heads; ++h) {
     const auto& last = evals.back().heads[h];
-    Row r{last[0].get<std::string>(), last[1].get<int64_t>(), last[2].get<int64_t>(), -1,
-          last[3].get<double>(),      last[4].get<double>()};
+    run::HeadRemoval r;
+    r.head = last.head;
+    r.p_open = last.p_open;
+    r.gate = last.gate;
     // The first evaluation from which the gate stayed 0 through the end.
     for (size_t e = evals.size(); e-- > 0;) {
-      if (evals[e].heads[h][4].get<double>() != 0.0) break;
+      if (evals[e].heads[h].gate != 0.0) break;
       r.removal_step = evals[e].step;
-      r.bleu = evals[e].bleu;
+      r.dev_bleu = evals[e].dev_bleu;
     }
     rows.push_back(r);
   }
-  std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) {
-    const bool ka = a.removal_step < 0, kb = b.removal_step < 0;
-    if (ka != kb) return kb;  // removed heads first
-    return a.removal_step < b.removal_step;
-  });
-  std::string csv = "attention,layer,head,removal_step,p_open,gate,dev_bleu_at_removal\n";
-  for (const auto& r : rows) {
-    csv += fmt::format("{},{},{},{},{:.6f},{:.6f},{}\n", r.attention, r.layer, r.head,
-                       r.removal_step < 0 ? "" : std::to_string(r.removal_step), r.p_open, r.gate,
-                       r.removal_step < 0 ? "" : fmt::format("{:.2f}", r.bleu));
-  }
-  io::write_file_atomic(run_dir / "head_removal.csv", csv);
-  return csv;
+  std::stable_sort(
+      rows.begin(), rows.end(), [](const run::HeadRemoval& a, const run::HeadRemoval& b) {
+        if (a.removal_step.has_value() != b.removal_step.has_value())
+          return a.removal_step.has_value();
+        return a.removal_step.value_or(0) < b.removal_step.value_or(0);  // removed heads first
+      });
+  run::write_head_removal(folder.head_removal(), rows, run::HeadRemovalKind::kL0);
+  return run::head_removal_csv(rows, run::HeadRemovalKind::kL0);
 }
 
 }  // namespace headcount::prune

@@ -18,6 +18,7 @@
 #include "headcount/common/log.h"
 #include "headcount/common/plot.h"
 #include "headcount/common/text.h"
+#include "headcount/run/run_folder.h"
 #include "headcount/sweep/sweep.h"
 
 namespace headcount::sweep {
@@ -36,22 +37,6 @@ std::optional<json> read_json(const fs::path& p) {
     log::warn("report: cannot read {}: {}", p.string(), e.what());
     return std::nullopt;
   }
-}
-
-std::vector<json> read_events(const fs::path& metrics) {
-  std::vector<json> out;
-  std::error_code ec;
-  if (!fs::exists(metrics, ec)) return out;
-  std::ifstream in(metrics);
-  std::string line;
-  while (std::getline(in, line)) {
-    try {
-      out.push_back(json::parse(line));
-    } catch (const std::exception&) {
-      // a line cut short by an interruption
-    }
-  }
-  return out;
 }
 
 // Heads kept per attention type from an architecture.json (or pruning.json's heads_after).
@@ -74,8 +59,8 @@ struct TrainedScore {
 };
 TrainedScore trained_score(const fs::path& run) {
   TrainedScore s;
-  s.finished = fs::exists(run / "summary.json");
-  for (const auto& e : read_events(run / "metrics.jsonl")) {
+  s.finished = fs::exists(run::RunFolder{run}.summary());
+  for (const auto& e : run::read_jsonl(run::RunFolder{run}.metrics())) {
     if (e.value("event", "") != "eval" || !e.contains("dev_bleu")) continue;
     const double b = e["dev_bleu"].get<double>();
     if (!s.bleu || b > *s.bleu) {
@@ -161,21 +146,18 @@ struct RemovalGrid {
 };
 std::optional<RemovalGrid> removal_grid(const fs::path& run) {
   std::error_code ec;
-  const fs::path csv = run / "head_removal.csv";
+  const fs::path csv = run::RunFolder{run}.head_removal();
   if (!fs::exists(csv, ec)) return std::nullopt;
   RemovalGrid g;
-  const auto lines = io::read_lines(csv, {.allow_empty_file = true});
-  for (size_t i = 1; i < lines.size(); ++i) {
-    const auto f = text::split(lines[i], ',');
-    if (f.size() < 4) continue;
-    const auto layer = static_cast<size_t>(std::stoul(f[1]));
-    const auto head = static_cast<size_t>(std::stoul(f[2]));
-    auto& rows = g.grid[f[0]];
+  for (const auto& row : run::read_head_removal(csv)) {
+    const auto layer = static_cast<size_t>(row.head.layer);
+    const auto head = static_cast<size_t>(row.head.head);
+    auto& rows = g.grid[model::attention_name(row.head.type)];
     if (rows.size() <= layer) rows.resize(layer + 1);
     for (auto& r : rows)
       if (r.size() <= head) r.resize(head + 1, std::nan(""));
     if (rows[layer].size() <= head) rows[layer].resize(head + 1, std::nan(""));
-    const double step = f[3].empty() ? std::nan("") : std::stod(f[3]);
+    const double step = row.removal_step ? static_cast<double>(*row.removal_step) : std::nan("");
     rows[layer][head] = step;
     if (!std::isnan(step)) g.last_step = std::max(g.last_step, step);
   }
@@ -184,7 +166,7 @@ std::optional<RemovalGrid> removal_grid(const fs::path& run) {
     for (const auto& r : rows) w = std::max(w, r.size());
     for (auto& r : rows) r.resize(w, std::nan(""));
   }
-  if (const auto p = read_json(run / "pruning.json"))
+  if (const auto p = read_json(run::RunFolder{run}.pruning()))
     g.last_step = std::max(g.last_step, p->value("steps", 0.0));
   return g;
 }
@@ -298,21 +280,22 @@ std::string analysis_section(const ReportOptions& o, const Report& r) {
   std::vector<std::pair<int64_t, std::map<std::string, int>>> figure;  // heads kept -> functions
   for (const auto& row : r.rows) {
     const fs::path run = o.dir / row.name;
-    if (row.name == "baseline" || row.state != "done" || !fs::exists(run / "pruned")) continue;
+    if (row.name == "baseline" || row.state != "done" || !fs::exists(run::RunFolder{run}.pruned()))
+      continue;
     // Cached per split: RUN/analysis (dev), RUN/analysis-test.
     const fs::path adir = run / (split == "dev" ? std::string("analysis") : "analysis-" + split);
     fs::create_directories(adir);
     if (!fs::exists(adir / "heads.csv") ||
         (!o.conllu.empty() && !fs::exists(adir / "syntax.csv"))) {
-      log::info("report: analysing the heads of {}", (run / "pruned").string());
+      log::info("report: analysing the heads of {}", (run::RunFolder{run}.pruned()).string());
       std::vector<std::string> args{
-          "analyze", "heads",      "--checkpoint", (run / "pruned").string(),
+          "analyze", "heads",      "--checkpoint", (run::RunFolder{run}.pruned()).string(),
           "--split", split,        "--sentences",  n,
           "--out",   adir.string()};
       if (!o.conllu.empty()) args.insert(args.end(), {"--conllu", fs::absolute(o.conllu).string()});
       run_command(o.executable, args, adir / "analyze.log");
     }
-    if (!fs::exists(adir / "compare.json")) {
+    if (!fs::exists(run::RunFolder{adir}.compare())) {
       const auto init = load_config_file(run / "config.yaml").prune.init_from;
       log::info("report: comparing {} with importance pruning of {}", row.name, init);
       run_command(o.executable,
@@ -343,7 +326,7 @@ std::string analysis_section(const ReportOptions& o, const Report& r) {
     if (row.heads)
       for (auto h : *row.heads) kept += h;
     if (row.heads) figure.push_back({kept, functions});
-    const auto c = read_json(adir / "compare.json");
+    const auto c = read_json(run::RunFolder{adir}.compare());
     auto val = [&](const char* key) {
       return c && c->contains(key) && (*c)[key].is_number()
                  ? std::optional<double>((*c)[key].get<double>())
@@ -430,7 +413,7 @@ Report write_report(const ReportOptions& o) {
     const fs::path run = baseline;
     const auto s = trained_score(run);
     b.state = s.finished ? "done" : (s.bleu ? "training" : "missing");
-    fs::path ckpt = run / "checkpoints" / "best";
+    fs::path ckpt = run::RunFolder{run}.best();
     if (!fs::exists(ckpt)) ckpt = run;  // the baseline given as a checkpoint folder
     if (const auto a = read_json(ckpt / "architecture.json")) b.heads = heads_of(*a);
     if (r.splits.empty()) {
@@ -452,7 +435,7 @@ Report write_report(const ReportOptions& o) {
     for (const auto& [k, v] : p["values"].items()) row.values.emplace_back(k, v.get<std::string>());
     const fs::path run = o.dir / row.name;
     row.state = state_name(run_state(run));
-    if (const auto pr = read_json(run / "pruning.json")) {
+    if (const auto pr = read_json(run::RunFolder{run}.pruning())) {
       if (pr->contains("heads_after")) row.heads = heads_of((*pr)["heads_after"]);
       if (pr->contains("parameters_after")) row.parameters = (*pr)["parameters_after"];
       if (!r.rows.empty() && r.rows[0].name == "baseline" && !r.rows[0].parameters &&
@@ -460,11 +443,11 @@ Report write_report(const ReportOptions& o) {
         r.rows[0].parameters = (*pr)["parameters_before"].get<int64_t>();
       if (r.splits.empty()) {
         row.bleu = pr->value("dev_bleu_end", 0.0);
-        for (const auto& e : read_events(run / "metrics.jsonl"))
+        for (const auto& e : run::read_jsonl(run::RunFolder{run}.metrics()))
           if (e.value("event", "") == "final" && e.contains("dev_chrf"))
             row.chrf = e["dev_chrf"].get<double>();
       } else {
-        row.scores = split_scores(o, r.splits, run / "pruned", run);
+        row.scores = split_scores(o, r.splits, run::RunFolder{run}.pruned(), run);
       }
     } else if (manifest->value("command", "") == "train") {
       const auto s = trained_score(run);
@@ -472,9 +455,9 @@ Report write_report(const ReportOptions& o) {
         row.bleu = s.bleu;
         row.chrf = s.chrf;
       } else {
-        row.scores = split_scores(o, r.splits, run / "checkpoints" / "best", run);
+        row.scores = split_scores(o, r.splits, run::RunFolder{run}.best(), run);
       }
-      if (const auto a = read_json(run / "checkpoints" / "best" / "architecture.json"))
+      if (const auto a = read_json(run::RunFolder{run}.best() / "architecture.json"))
         row.heads = heads_of(*a);
     }
     if (retrain && nothing_pruned(run)) {
@@ -485,7 +468,7 @@ Report write_report(const ReportOptions& o) {
       if (r.splits.empty()) {
         row.bleu_scratch = trained_score(scratch).bleu;
       } else if (run_state(scratch) == RunState::kDone) {
-        row.scratch_scores = split_scores(o, r.splits, scratch / "checkpoints" / "best", scratch);
+        row.scratch_scores = split_scores(o, r.splits, run::RunFolder{scratch}.best(), scratch);
       }
     }
     take_primary(row);

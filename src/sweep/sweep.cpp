@@ -27,6 +27,7 @@
 #include "headcount/common/runtime.h"
 #include "headcount/common/text.h"
 #include "headcount/common/yaml_check.h"
+#include "headcount/run/run_folder.h"
 
 namespace headcount::sweep {
 namespace {
@@ -105,7 +106,7 @@ const std::set<std::string> kTopLevel = {"command",  "configs",  "set",     "gri
                                          "controls", "baseline", "retrain", "slurm"};
 
 std::string exit_file(const fs::path& dir) {
-  return (dir / "sweep-exit.json").string();
+  return run::RunFolder{dir}.sweep_exit().string();
 }
 
 volatile std::sig_atomic_t g_stop = 0;  // stop signals received
@@ -499,8 +500,9 @@ Job retrain_job(const SweepSpec& spec, size_t point, const fs::path& out, int th
   j.args.insert(j.args.end(), spec.retrain_configs.begin(), spec.retrain_configs.end());
   for (const auto& [k, v] : spec.retrain_set) j.args.insert(j.args.end(), {"--set", k + "=" + v});
   add_threads(j.args, spec.retrain_set, {}, threads_blas);
-  j.args.insert(j.args.end(), {"--architecture-from", (out / p.name / "pruned").string(), "--out",
-                               j.dir.string()});
+  j.args.insert(j.args.end(),
+                {"--architecture-from", run::RunFolder{out / p.name}.pruned().string(), "--out",
+                 j.dir.string()});
   return j;
 }
 
@@ -522,7 +524,7 @@ const char* state_name(RunState s) {
 
 bool nothing_pruned(const fs::path& prune_run) {
   std::error_code ec;
-  const fs::path file = prune_run / "pruning.json";
+  const fs::path file = run::RunFolder{prune_run}.pruning();
   if (!fs::exists(file, ec)) return false;
   try {
     const auto j = nlohmann::json::parse(io::read_file(file));
@@ -534,7 +536,7 @@ bool nothing_pruned(const fs::path& prune_run) {
 
 RunState run_state(const fs::path& dir) {
   std::error_code ec;
-  if (fs::exists(dir / "summary.json", ec)) return RunState::kDone;
+  if (fs::exists(run::RunFolder{dir}.summary(), ec)) return RunState::kDone;
   if (fs::exists(exit_file(dir), ec)) {
     try {
       const auto j = nlohmann::json::parse(io::read_file(exit_file(dir)));
@@ -543,29 +545,21 @@ RunState run_state(const fs::path& dir) {
       return RunState::kFailed;
     }
   }
-  if (fs::exists(dir / "checkpoints" / "last", ec)) return RunState::kInterrupted;
+  if (fs::exists(run::RunFolder{dir}.last(), ec)) return RunState::kInterrupted;
   return RunState::kPending;
 }
 
 std::optional<double> run_bleu(const fs::path& dir) {
   std::error_code ec;
-  if (fs::exists(dir / "pruning.json", ec)) {
-    const auto j = nlohmann::json::parse(io::read_file(dir / "pruning.json"));
+  if (fs::exists(run::RunFolder{dir}.pruning(), ec)) {
+    const auto j = nlohmann::json::parse(io::read_file(run::RunFolder{dir}.pruning()));
     if (j.contains("dev_bleu_end")) return j["dev_bleu_end"].get<double>();
   }
-  if (!fs::exists(dir / "metrics.jsonl", ec)) return std::nullopt;
   std::optional<double> best;
-  std::ifstream in(dir / "metrics.jsonl");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.find("\"dev_bleu\"") == std::string::npos) continue;
-    try {
-      const auto j = nlohmann::json::parse(line);
-      const double b = j["dev_bleu"].get<double>();
-      if (!best || b > *best) best = b;
-    } catch (const std::exception&) {
-      // a line cut short by an interruption
-    }
+  for (const auto& j : run::read_jsonl(run::RunFolder{dir}.metrics())) {
+    if (!j.contains("dev_bleu")) continue;
+    const double b = j["dev_bleu"].get<double>();
+    if (!best || b > *best) best = b;
   }
   return best;
 }
@@ -663,7 +657,7 @@ pid_t start_job(const Job& job, const fs::path& executable, int srun_tasks) {
   std::error_code ec;
   fs::remove(exit_file(job.dir), ec);
   {
-    std::ofstream log(job.dir / "log.txt", std::ios::app);
+    std::ofstream log(run::RunFolder{job.dir}.sweep_log(), std::ios::app);
     const auto now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
     char when[64];
     std::strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", std::localtime(&now));
@@ -674,7 +668,7 @@ pid_t start_job(const Job& job, const fs::path& executable, int srun_tasks) {
     // Several processes per run (data-parallel): Slurm starts them inside the allocation.
     prefix = {"srun", fmt::format("--ntasks={}", srun_tasks), "--kill-on-bad-exit=1"};
   }
-  return spawn(executable, job.args, job.dir / "log.txt", prefix);
+  return spawn(executable, job.args, run::RunFolder{job.dir}.sweep_log(), prefix);
 }
 
 }  // namespace
@@ -792,7 +786,7 @@ SweepOutcome run_sweep(const SweepSpec& spec, const SweepOptions& options) {
                 before == RunState::kPending  ? "starting"
                 : before == RunState::kFailed ? "retrying"
                                               : "resuming",
-                job.name, (job.dir / "log.txt").string());
+                job.name, (run::RunFolder{job.dir}.sweep_log()).string());
       running.emplace(pid, Running{job, std::chrono::steady_clock::now()});
     }
     if (running.empty()) break;
@@ -854,8 +848,10 @@ SweepOutcome run_sweep(const SweepSpec& spec, const SweepOptions& options) {
       outcome.failed_names.push_back(job.name);
       std::string why =
           sig ? fmt::format("killed by signal {}", sig) : fmt::format("exit code {}", code);
-      log::warn("sweep: {} FAILED ({}); end of {}:", job.name, why, (job.dir / "log.txt").string());
-      for (const auto& l : tail_lines(job.dir / "log.txt", 12)) log::warn("  | {}", l);
+      log::warn("sweep: {} FAILED ({}); end of {}:", job.name, why,
+                (run::RunFolder{job.dir}.sweep_log()).string());
+      for (const auto& l : tail_lines(run::RunFolder{job.dir}.sweep_log(), 12))
+        log::warn("  | {}", l);
       if (!job.retrain) {  // its retraining cannot run
         retrain_waiting.erase(
             std::remove(retrain_waiting.begin(), retrain_waiting.end(), job.point),

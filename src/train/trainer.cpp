@@ -17,6 +17,7 @@
 #include "headcount/decode/search.h"
 #include "headcount/eval/bleu.h"
 #include "headcount/eval/chrf.h"
+#include "headcount/run/run_folder.h"
 #include "headcount/train/loss.h"
 #include "headcount/train/schedule.h"
 
@@ -198,7 +199,7 @@ void Trainer::prepare() {
 
 void Trainer::log_metrics(const nlohmann::json& record) {
   if (options_.rank != 0) return;
-  io::append_line(options_.run_dir / "metrics.jsonl", record.dump());
+  run::append_jsonl(folder().metrics(), record);
 }
 
 void Trainer::save(const fs::path& dir) {
@@ -221,28 +222,19 @@ void Trainer::resume_from(const fs::path& dir) {
   state_ = info.state;
   // Events logged after this checkpoint belong to the interrupted session: drop them.
   for (const auto& log_name : event_logs()) {
-    const fs::path metrics = options_.run_dir / log_name;
+    const fs::path log_file = options_.run_dir / log_name;
     std::error_code ec;
-    if (options_.rank == 0 && fs::exists(metrics, ec)) {
-      std::vector<std::string> kept;
-      for (const auto& line : io::read_lines(metrics, {.allow_empty_file = true})) {
-        if (line.empty()) continue;
-        try {
-          const auto j = nlohmann::json::parse(line);
-          // (The end-of-run records are written again when the resumed run ends.)
-          const bool final = j.value("event", "") == "final" || j.value("final", false);
-          if (j.value("step", int64_t{0}) <= state_.step && !final) kept.push_back(line);
-        } catch (const nlohmann::json::exception&) {
-          // a line cut by the interruption
-        }
-      }
-      io::write_lines_atomic(metrics, kept);
-    }
+    if (options_.rank != 0 || !fs::exists(log_file, ec)) continue;
+    run::trim_jsonl(log_file, [&](const nlohmann::json& j) {
+      // (The end-of-run records are written again when the resumed run ends.)
+      const bool final = j.value("event", "") == "final" || j.value("final", false);
+      return j.value("step", int64_t{0}) <= state_.step && !final;
+    });
   }
 }
 
 std::vector<std::string> Trainer::event_logs() const {
-  std::vector<std::string> logs = {"metrics.jsonl"};
+  std::vector<std::string> logs = {run::RunFolder::kMetrics};
   if (extension_) {
     for (auto& l : extension_->event_logs()) logs.push_back(l);
   }
@@ -264,14 +256,15 @@ int64_t checkpoint_step(const fs::path& dir) {
 
 void Trainer::sync_checkpoint_set(const fs::path& ckpt_dir, bool evaluated) {
   if (options_.rank != 0) return;
-  const fs::path last = ckpt_dir / "last";
-  if (state_.best_step == state_.step && checkpoint_step(ckpt_dir / "best") != state_.step) {
-    copy_checkpoint(last, ckpt_dir / "best");
+  const run::RunFolder f{options_.run_dir};
+  const fs::path last = f.last();
+  if (state_.best_step == state_.step && checkpoint_step(f.best()) != state_.step) {
+    copy_checkpoint(last, f.best());
     io::crash_point("train.saved_best");
   }
   const int keep = config_.train.keep_last;
   if (!evaluated || keep <= 0) return;
-  const fs::path named = ckpt_dir / fmt::format("step-{}", state_.step);
+  const fs::path named = f.step_checkpoint(state_.step);
   if (checkpoint_step(named) != state_.step) {
     copy_checkpoint(last, named);
     io::crash_point("train.saved_step");
@@ -285,7 +278,7 @@ void Trainer::sync_checkpoint_set(const fs::path& ckpt_dir, bool evaluated) {
   }
   std::sort(steps.rbegin(), steps.rend());
   for (size_t i = static_cast<size_t>(keep); i < steps.size(); ++i)
-    fs::remove_all(ckpt_dir / fmt::format("step-{}", steps[i]));
+    fs::remove_all(f.step_checkpoint(steps[i]));
 }
 
 EvalResult Trainer::evaluate() {
@@ -465,7 +458,7 @@ TrainSummary Trainer::run() {
   }
   progress.end_line();
 
-  const fs::path last = options_.run_dir / "checkpoints" / "last";
+  const fs::path last = folder().last();
   if (summary.interrupted) {
     save_last(progress);
     log::info("interrupted at step {}: saved {}; run the same command to resume", state_.step,
@@ -490,34 +483,25 @@ TrainSummary Trainer::run() {
 }
 
 void Trainer::start_or_resume() {
-  const fs::path ckpt_dir = options_.run_dir / "checkpoints";
+  const run::RunFolder f = folder();
+  const fs::path ckpt_dir = f.checkpoints();
   fs::create_directories(ckpt_dir);
   std::error_code ec;
-  if (fs::exists(ckpt_dir / "last", ec)) {
-    resume_from(ckpt_dir / "last");
+  if (fs::exists(f.last(), ec)) {
+    resume_from(f.last());
     log::info("resuming {} from step {} (epoch {}, batch {} of {})", options_.run_dir.string(),
               state_.step, state_.epoch + 1, state_.batch_in_epoch, batches_.size());
     // Was `last` written by an evaluation? Its eval event is logged before the save.
-    bool evaluated = false;
-    if (options_.rank == 0 && fs::exists(options_.run_dir / "metrics.jsonl", ec)) {
-      for (const auto& line :
-           io::read_lines(options_.run_dir / "metrics.jsonl", {.allow_empty_file = true})) {
-        try {
-          const auto j = nlohmann::json::parse(line);
-          evaluated |=
-              j.value("event", "") == "eval" && j.value("step", int64_t{-1}) == state_.step;
-        } catch (const nlohmann::json::exception&) {
-        }
-      }
-    }
+    const bool evaluated =
+        options_.rank == 0 && run::eval_record(f.metrics(), state_.step).has_value();
     sync_checkpoint_set(ckpt_dir, evaluated);
   } else if (options_.rank == 0) {
     for (const auto& log_name : event_logs())
       io::write_file_atomic(options_.run_dir / log_name, "");
   }
   if (options_.rank != 0) return;
-  save_config(config_, options_.run_dir / "config.yaml");
-  fs::remove(options_.run_dir / "summary.json", ec);  // an extended run is not finished any more
+  save_config(config_, f.config());
+  fs::remove(f.summary(), ec);  // an extended run is not finished any more
 }
 
 void Trainer::log_run_start() {
@@ -661,8 +645,8 @@ void Trainer::evaluate_and_checkpoint(Progress& progress) {
   log::info("step {} | dev loss {:.3f} ppl {:.2f} | dev BLEU {:.2f} chrF {:.2f}{} | best step {}",
             state_.step, r.loss, std::exp(r.nll), r.bleu, r.chrf, improved ? " (best)" : "",
             state_.best_step);
-  const fs::path ckpt_dir = options_.run_dir / "checkpoints";
-  save(ckpt_dir / "last");
+  const fs::path ckpt_dir = folder().checkpoints();
+  save(folder().last());
   io::crash_point("train.saved_last");
   sync_checkpoint_set(ckpt_dir, true);
   last_saved_step_ = state_.step;
@@ -670,7 +654,7 @@ void Trainer::evaluate_and_checkpoint(Progress& progress) {
 
 void Trainer::save_last(Progress& progress) {
   state_.elapsed_seconds = progress.elapsed();
-  save(options_.run_dir / "checkpoints" / "last");
+  save(folder().last());
   last_saved_step_ = state_.step;
 }
 
@@ -714,7 +698,7 @@ void Trainer::write_summary(const TrainSummary& summary, double seconds, int64_t
     done["parameters_identical_across_processes"] = differing == 0;
   }
   io::crash_point("train.before_summary");
-  io::write_file_atomic(options_.run_dir / "summary.json", done.dump(2) + "\n");
+  io::write_file_atomic(folder().summary(), done.dump(2) + "\n");
 }
 
 io::RunLock check_run_folder(const Config& config, const fs::path& run_dir, int rank) {
@@ -722,32 +706,31 @@ io::RunLock check_run_folder(const Config& config, const fs::path& run_dir, int 
   HC_CHECK(!fs::exists(run_dir, ec) || fs::is_directory(run_dir, ec),
            "--out {}: exists and is not a folder", run_dir.string());
   const bool existed = fs::exists(run_dir, ec) && !fs::is_empty(run_dir, ec);
+  const run::RunFolder f{run_dir};
   io::RunLock lock;
   if (rank == 0) {
     lock = io::RunLock::acquire(run_dir);
-    int removed = io::remove_stale_temporaries(run_dir) +
-                  io::remove_stale_temporaries(run_dir / "checkpoints");
+    int removed =
+        io::remove_stale_temporaries(run_dir) + io::remove_stale_temporaries(f.checkpoints());
     if (removed > 0)
       log::info("removed {} temporary folder(s) left by an interrupted process in {}", removed,
                 run_dir.string());
   }
-  const fs::path saved = run_dir / "config.yaml";
-  const bool has_checkpoint = fs::exists(run_dir / "checkpoints" / "last", ec);
+  const fs::path saved = f.config();
+  const bool has_checkpoint = fs::exists(f.last(), ec);
   if (!has_checkpoint && existed) {
     // A folder with content but no checkpoint: only a run interrupted before its first
     // checkpoint (its event logs, then its config, alone) may be started again.
     for (const auto& e : fs::directory_iterator(run_dir)) {
       const auto name = e.path().filename().string();
       // (log.txt and sweep-exit.json: what a sweep keeps beside the run it started)
-      HC_CHECK(name == "config.yaml" || name == "metrics.jsonl" || name == "gates.jsonl" ||
-                   name == "checkpoints" || name == "log.txt" || name == "sweep-exit.json" ||
-                   name == ".lock",
+      HC_CHECK(run::RunFolder::is_early_run_file(name),
                "{} exists and holds '{}', but no checkpoint to resume: refusing to overwrite it; "
                "use another --out",
                run_dir.string(), name);
     }
     // A run writes its event log before its config.yaml: a config.yaml alone is the user's.
-    HC_CHECK(!fs::exists(saved, ec) || fs::exists(run_dir / "metrics.jsonl", ec),
+    HC_CHECK(!fs::exists(saved, ec) || fs::exists(f.metrics(), ec),
              "{} holds a config.yaml but no run (no metrics.jsonl, no checkpoint): refusing to "
              "overwrite it; give the run another --out",
              run_dir.string());

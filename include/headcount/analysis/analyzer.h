@@ -17,11 +17,7 @@ namespace headcount::analysis {
 
 namespace fs = std::filesystem;
 
-struct HeadId {
-  model::AttentionType type;
-  int64_t layer = 0, head = 0;
-  std::string label() const;  // "enc_self L2 H5"
-};
+using HeadId = model::HeadId;
 
 // Syntactic statistics of the encoder self-attention heads (the parses are of the source side).
 struct SyntaxResult {

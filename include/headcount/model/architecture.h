@@ -19,6 +19,22 @@ inline constexpr AttentionType kAttentionTypes[] = {
 const char* attention_name(AttentionType t);
 AttentionType attention_from_name(const std::string& name);
 
+// One head: which attention type, which layer, which head of the layer (the one "which head"
+// type of the project: gates, importance, analyses and run-folder files use it).
+struct HeadId {
+  AttentionType type = AttentionType::kEncSelf;
+  int64_t layer = 0, head = 0;
+  std::string label() const;  // "enc_self L2 H5"
+  friend bool operator==(const HeadId& a, const HeadId& b) {
+    return a.type == b.type && a.layer == b.layer && a.head == b.head;
+  }
+  friend bool operator<(const HeadId& a, const HeadId& b) {
+    if (a.type != b.type) return static_cast<int>(a.type) < static_cast<int>(b.type);
+    if (a.layer != b.layer) return a.layer < b.layer;
+    return a.head < b.head;
+  }
+};
+
 struct Architecture {
   std::vector<int64_t> enc_self;  // heads of each encoder layer's self-attention
   std::vector<int64_t> dec_self;  // heads of each decoder layer's self-attention

@@ -68,16 +68,12 @@ class PruneTrainer {
 // eval gates, or in target mode the top prune.target_heads heads. Returns the new architecture.
 model::Architecture export_pruned(const fs::path& checkpoint, const fs::path& out);
 
-struct HeadRef {
-  model::AttentionType type;
-  int64_t layer = 0, head = 0;
-};
-
 // Writes a physically pruned copy of any checkpoint without the given heads (e.g. the least
 // important ones by Michel et al.'s I_h), as a starting point for fine-tuning
 // (`train --init-from`). Returns the new architecture.
 model::Architecture export_without_heads(const fs::path& checkpoint,
-                                         const std::vector<HeadRef>& removed, const fs::path& out);
+                                         const std::vector<model::HeadId>& removed,
+                                         const fs::path& out);
 
 // Reads gates.jsonl and metrics.jsonl of a run and writes head_removal.csv (one row per gated
 // head in the order heads were removed). Returns the rows as CSV text too.

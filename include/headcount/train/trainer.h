@@ -26,6 +26,7 @@
 #include "headcount/data/vocab.h"
 #include "headcount/dist/distributed.h"
 #include "headcount/model/transformer.h"
+#include "headcount/run/run_folder.h"
 #include "headcount/train/batching.h"
 #include "headcount/train/checkpoint.h"
 #include "headcount/train/extension.h"
@@ -89,6 +90,7 @@ class Trainer {
   }
   const Config& config() const { return config_; }
   const TrainOptions& options() const { return options_; }
+  run::RunFolder folder() const { return {options_.run_dir}; }
   const TrainState& state() const { return state_; }
   const data::VocabFiles& vocab_files() const { return vocab_files_; }
   // Appends a record to metrics.jsonl (rank 0).

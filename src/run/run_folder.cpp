@@ -1,0 +1,171 @@
+#include "headcount/run/run_folder.h"
+
+#include <fmt/format.h>
+
+#include <fstream>
+#include <map>
+
+#include "headcount/common/check.h"
+#include "headcount/common/io.h"
+#include "headcount/common/run_guard.h"
+#include "headcount/common/text.h"
+
+namespace headcount::run {
+
+fs::path RunFolder::step_checkpoint(int64_t step) const {
+  return checkpoints() / fmt::format("step-{}", step);
+}
+
+bool RunFolder::is_early_run_file(const std::string& name) {
+  return name == "config.yaml" || name == kMetrics || name == kGates || name == "checkpoints" ||
+         name == "log.txt" || name == "sweep-exit.json" || name == ".lock";
+}
+
+std::vector<nlohmann::json> read_jsonl(const fs::path& file) {
+  std::vector<nlohmann::json> out;
+  std::ifstream in(file);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    try {
+      out.push_back(nlohmann::json::parse(line));
+    } catch (const nlohmann::json::exception&) {
+      // a line cut short by an interruption
+    }
+  }
+  return out;
+}
+
+void append_jsonl(const fs::path& file, const nlohmann::json& record) {
+  io::append_line(file, record.dump());
+}
+
+void trim_jsonl(const fs::path& file, const std::function<bool(const nlohmann::json&)>& keep) {
+  std::vector<std::string> kept;
+  for (const auto& line : io::read_lines(file, {.allow_empty_file = true})) {
+    if (line.empty()) continue;
+    try {
+      if (keep(nlohmann::json::parse(line))) kept.push_back(line);
+    } catch (const nlohmann::json::exception&) {
+      // a line cut short by an interruption
+    }
+  }
+  io::write_lines_atomic(file, kept);
+}
+
+std::optional<nlohmann::json> eval_record(const fs::path& metrics, int64_t step) {
+  std::optional<nlohmann::json> found;
+  for (auto& j : read_jsonl(metrics)) {
+    if (j.value("event", "") == "eval" && j.value("step", int64_t{-1}) == step) found = j;
+  }
+  return found;
+}
+
+nlohmann::json GateSnapshot::to_json() const {
+  nlohmann::json heads_json = nlohmann::json::array();
+  for (const auto& h : heads) {
+    heads_json.push_back(
+        {model::attention_name(h.head.type), h.head.layer, h.head.head, h.p_open, h.gate});
+  }
+  return {{"step", step}, {"dev_bleu", dev_bleu}, {"final", final}, {"heads", heads_json}};
+}
+
+void append_gates(const fs::path& file, const GateSnapshot& snapshot) {
+  append_jsonl(file, snapshot.to_json());
+}
+
+std::vector<GateSnapshot> read_gates(const fs::path& file) {
+  std::vector<GateSnapshot> out;
+  const auto lines = io::read_lines(file, {.allow_empty_file = true});
+  for (size_t i = 0; i < lines.size(); ++i) {
+    if (lines[i].empty()) continue;
+    try {
+      const auto j = nlohmann::json::parse(lines[i]);
+      GateSnapshot s;
+      s.step = j.at("step").get<int64_t>();
+      s.dev_bleu = j.at("dev_bleu").get<double>();
+      s.final = j.at("final").get<bool>();
+      for (const auto& h : j.at("heads")) {
+        GateValue v;
+        v.head = {model::attention_from_name(h.at(0).get<std::string>()), h.at(1).get<int64_t>(),
+                  h.at(2).get<int64_t>()};
+        v.p_open = h.at(3).get<double>();
+        v.gate = h.at(4).get<double>();
+        s.heads.push_back(v);
+      }
+      out.push_back(std::move(s));
+    } catch (const std::exception& e) {
+      throw Error(
+          fmt::format("{} line {}: expected {{\"step\", \"dev_bleu\", \"final\", \"heads\": "
+                      "[[attention, layer, head, p_open, gate], ...]}} ({})",
+                      file.string(), i + 1, e.what()));
+    }
+  }
+  return out;
+}
+
+std::string head_removal_csv(const std::vector<HeadRemoval>& rows, HeadRemovalKind kind) {
+  std::string csv = kind == HeadRemovalKind::kL0
+                        ? "attention,layer,head,removal_step,p_open,gate,dev_bleu_at_removal\n"
+                        : "attention,layer,head,removal_step,fisher,kept,dev_bleu_at_removal\n";
+  for (const auto& r : rows) {
+    const std::string step = r.removal_step ? std::to_string(*r.removal_step) : "";
+    const std::string head =
+        fmt::format("{},{},{}", model::attention_name(r.head.type), r.head.layer, r.head.head);
+    if (kind == HeadRemovalKind::kL0) {
+      csv += fmt::format("{},{},{:.6f},{:.6f},{}\n", head, step, r.p_open.value_or(0),
+                         r.gate.value_or(0), r.dev_bleu ? fmt::format("{:.2f}", *r.dev_bleu) : "");
+    } else {
+      csv += fmt::format("{},{},{:.6g},{},\n", head, step, r.fisher.value_or(0),
+                         r.removal_step ? 0 : 1);
+    }
+  }
+  return csv;
+}
+
+void write_head_removal(const fs::path& file, const std::vector<HeadRemoval>& rows,
+                        HeadRemovalKind kind) {
+  io::write_file_atomic(file, head_removal_csv(rows, kind));
+}
+
+std::vector<HeadRemoval> read_head_removal(const fs::path& file) {
+  const auto lines = io::read_lines(file);
+  const auto header = text::split(lines.at(0), ',');
+  std::map<std::string, size_t> col;
+  for (size_t i = 0; i < header.size(); ++i) col[header[i]] = i;
+  for (const char* required : {"attention", "layer", "head", "removal_step"}) {
+    HC_CHECK(col.count(required),
+             "{} line 1: no '{}' column (expected attention,layer,head,"
+             "removal_step,...)",
+             file.string(), required);
+  }
+  std::vector<HeadRemoval> out;
+  for (size_t i = 1; i < lines.size(); ++i) {
+    if (lines[i].empty()) continue;
+    const auto f = text::split(lines[i], ',');
+    HC_CHECK(f.size() == header.size(), "{} line {}: {} fields, the header has {}", file.string(),
+             i + 1, f.size(), header.size());
+    auto field = [&](const char* name) -> std::optional<std::string> {
+      const auto it = col.find(name);
+      if (it == col.end() || f[it->second].empty()) return std::nullopt;
+      return f[it->second];
+    };
+    HeadRemoval r;
+    try {
+      r.head = {model::attention_from_name(f[col["attention"]]), std::stoll(f[col["layer"]]),
+                std::stoll(f[col["head"]])};
+      if (auto v = field("removal_step")) r.removal_step = std::stoll(*v);
+      if (auto v = field("p_open")) r.p_open = std::stod(*v);
+      if (auto v = field("gate")) r.gate = std::stod(*v);
+      if (auto v = field("fisher")) r.fisher = std::stod(*v);
+      if (auto v = field("dev_bleu_at_removal")) r.dev_bleu = std::stod(*v);
+    } catch (const std::exception& e) {
+      throw Error(fmt::format("{} line {}: expected attention,layer,head,removal_step,... ({})",
+                              file.string(), i + 1, e.what()));
+    }
+    out.push_back(r);
+  }
+  return out;
+}
+
+}  // namespace headcount::run
