@@ -36,6 +36,10 @@ if [ ! -f build/build.ninja ]; then
   cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DHEADCOUNT_SENTENCEPIECE_PREFIX="${HEADCOUNT_SENTENCEPIECE_PREFIX:-/opt/headcount-deps/sentencepiece}"
 fi
+# HEADCOUNT_WERROR=ON (CI): warnings in headcount's own code fail the build.
+if [ -n "${HEADCOUNT_WERROR:-}" ]; then
+  cmake -S . -B build -DHEADCOUNT_WERROR="$HEADCOUNT_WERROR" >/dev/null
+fi
 start=$(date +%s)
 cmake --build build -j"$jobs"
 echo "[setup] build finished in $(( $(date +%s) - start )) s: build/headcount"

@@ -108,7 +108,9 @@ void check_bleu(const json& v, const eval::BleuScore& s, const std::string& sign
   if (exp.contains("score_str_2dp")) {
     EXPECT_EQ(fmt::format("{:.2f}", s.score), exp["score_str_2dp"].get<std::string>()) << name;
   }
-  if (v.contains("signature")) EXPECT_EQ(signature, v["signature"].get<std::string>()) << name;
+  if (v.contains("signature")) {
+    EXPECT_EQ(signature, v["signature"].get<std::string>()) << name;
+  }
 }
 
 void check_chrf(const json& v, const eval::ChrfScore& s, const std::string& formatted,
@@ -119,7 +121,9 @@ void check_chrf(const json& v, const eval::ChrfScore& s, const std::string& form
   EXPECT_NEAR(s.score, out["score"].get<double>(), 1e-9) << name;
   EXPECT_EQ(s.stats, out["stats"].get<std::vector<std::vector<double>>>()) << name;
   EXPECT_EQ(formatted, out["formatted"].get<std::string>()) << name;
-  if (v.contains("signature")) EXPECT_EQ(signature, v["signature"].get<std::string>()) << name;
+  if (v.contains("signature")) {
+    EXPECT_EQ(signature, v["signature"].get<std::string>()) << name;
+  }
 }
 
 TEST(Conformance, EverySacrebleuVector) {
