@@ -13,15 +13,11 @@
 
 #include "headcount/common/check.h"
 #include "headcount/common/runtime.h"
+#include "headcount/common/signals.h"
 #include "headcount/dist/distributed.h"
 
 namespace headcount::dist {
 namespace {
-
-volatile std::sig_atomic_t g_launch_stop = 0;
-void on_launch_signal(int) {
-  g_launch_stop = 1;
-}
 
 struct Child {
   pid_t pid = -1;
@@ -64,14 +60,8 @@ int launch(const LaunchOptions& o) {
   const int share = std::max(1, cores / o.nproc);
   std::vector<Child> children(o.nproc);
 
-  g_launch_stop = 0;
-  struct sigaction sa {};
-  sa.sa_handler = on_launch_signal;
-  sigemptyset(&sa.sa_mask);
-  struct sigaction old_int {
-  }, old_term{};
-  sigaction(SIGINT, &sa, &old_int);
-  sigaction(SIGTERM, &sa, &old_term);
+  // A stop signal stops every process (SIGTERM, then SIGKILL after the grace period).
+  const StopSignals stop_signals(StopSignals::Options{.restart = false, .exit_on = 0});
 
   std::fprintf(stderr,
                "[launch] %d processes, MASTER_ADDR=127.0.0.1 MASTER_PORT=%d, %d core(s) "
@@ -171,7 +161,7 @@ int launch(const LaunchOptions& o) {
         any_running = true;
       }
     }
-    if (g_launch_stop && !stopping) {
+    if (StopSignals::requested() && !stopping) {
       stop_all("interrupted");
       stop_time = std::chrono::steady_clock::now();
     }
@@ -202,8 +192,6 @@ int launch(const LaunchOptions& o) {
       killed = true;
     }
   }
-  sigaction(SIGINT, &old_int, nullptr);
-  sigaction(SIGTERM, &old_term, nullptr);
   if (first_failure == 0)
     for (const auto& c : children)
       if (c.code != 0) return c.code;

@@ -25,6 +25,7 @@
 #include "headcount/common/log.h"
 #include "headcount/common/run_guard.h"
 #include "headcount/common/runtime.h"
+#include "headcount/common/signals.h"
 #include "headcount/common/text.h"
 #include "headcount/common/yaml_check.h"
 #include "headcount/run/run_folder.h"
@@ -107,11 +108,6 @@ const std::set<std::string> kTopLevel = {"command",  "configs",  "set",     "gri
 
 std::string exit_file(const fs::path& dir) {
   return run::RunFolder{dir}.sweep_exit().string();
-}
-
-volatile std::sig_atomic_t g_stop = 0;  // stop signals received
-void on_stop_signal(int) {
-  g_stop = g_stop + 1;
 }
 
 std::vector<std::string> tail_lines(const fs::path& file, size_t n) {
@@ -739,15 +735,9 @@ SweepOutcome run_sweep(const SweepSpec& spec, const SweepOptions& options) {
     return outcome;
   }
 
-  g_stop = 0;
-  struct sigaction sa {};
-  sa.sa_handler = on_stop_signal;
-  sigemptyset(&sa.sa_mask);
-  sa.sa_flags = 0;  // no SA_RESTART: waitpid returns on a signal
-  struct sigaction old_int {
-  }, old_term{};
-  sigaction(SIGINT, &sa, &old_int);
-  sigaction(SIGTERM, &sa, &old_term);
+  // Stop signals are counted (no restarted system calls: waitpid returns on one) and passed on
+  // to the runs: the first as SIGINT, the second as SIGTERM.
+  const StopSignals stop_signals(StopSignals::Options{.restart = false, .exit_on = 0});
 
   struct Running {
     Job job;
@@ -769,7 +759,8 @@ SweepOutcome run_sweep(const SweepSpec& spec, const SweepOptions& options) {
   };
 
   while (true) {
-    while (!g_stop && running.size() < static_cast<size_t>(options.workers) && !ready.empty()) {
+    while (!StopSignals::count() && running.size() < static_cast<size_t>(options.workers) &&
+           !ready.empty()) {
       Job job = ready.front();
       ready.pop_front();
       if (const auto holder = io::RunLock::holder(job.dir)) {
@@ -794,14 +785,14 @@ SweepOutcome run_sweep(const SweepSpec& spec, const SweepOptions& options) {
     const pid_t pid = waitpid(-1, &status, 0);
     if (pid < 0) {
       if (errno == EINTR) {
-        if (g_stop >= 1 && forwarded == 0) {
+        if (StopSignals::count() >= 1 && forwarded == 0) {
           log::info(
               "sweep: stopping: the running runs save a checkpoint and stop (a second Ctrl-C "
               "stops them at once); run the same command to resume");
           for (const auto& [p, r] : running) kill(-p, SIGTERM);
           forwarded = 1;
         }
-        if (g_stop >= 2 && forwarded == 1) {
+        if (StopSignals::count() >= 2 && forwarded == 1) {
           log::warn("sweep: second signal: stopping the runs at once (without saving)");
           for (const auto& [p, r] : running) kill(-p, SIGTERM);
           forwarded = 2;
@@ -822,8 +813,9 @@ SweepOutcome run_sweep(const SweepSpec& spec, const SweepOptions& options) {
     const bool finished = after == RunState::kDone;
     // Stopped on request: saved and resumable (exit status 3), or stopped at once by a second
     // signal, or ended by the signal before it could install its handler.
-    const bool stopped = code == kExitInterrupted ||
-                         (g_stop && (code == 0 || code == 130 || sig == SIGTERM || sig == SIGINT));
+    const bool stopped =
+        code == kExitInterrupted ||
+        (StopSignals::count() && (code == 0 || code == 130 || sig == SIGTERM || sig == SIGINT));
     const bool failed = !finished && !stopped;
     io::write_file_atomic(
         exit_file(job.dir),
@@ -863,8 +855,6 @@ SweepOutcome run_sweep(const SweepSpec& spec, const SweepOptions& options) {
     }
     summary_line();
   }
-  sigaction(SIGINT, &old_int, nullptr);
-  sigaction(SIGTERM, &old_term, nullptr);
   if (!outcome.failed_names.empty()) {
     log::warn("sweep: {} run(s) failed: {} (their logs: RUN/log.txt; run the sweep again to retry)",
               outcome.failed_names.size(), fmt::join(outcome.failed_names, ", "));

@@ -14,6 +14,7 @@
 #include "headcount/common/log.h"
 #include "headcount/common/run_guard.h"
 #include "headcount/common/runtime.h"
+#include "headcount/common/signals.h"
 #include "headcount/decode/search.h"
 #include "headcount/eval/bleu.h"
 #include "headcount/eval/chrf.h"
@@ -23,35 +24,6 @@
 
 namespace headcount::train {
 namespace {
-
-std::atomic<bool> g_stop_requested{false};
-
-extern "C" void request_stop(int) {
-  if (g_stop_requested.exchange(true)) std::_Exit(130);  // a second signal stops at once
-}
-
-// While it lives, SIGINT and SIGTERM ask the training loop to stop after the current step (a
-// second signal stops at once); the previous handlers come back when it goes.
-class StopSignals {
- public:
-  StopSignals() {
-    g_stop_requested = false;
-    old_int_ = std::signal(SIGINT, request_stop);
-    old_term_ = std::signal(SIGTERM, request_stop);
-  }
-  ~StopSignals() {
-    std::signal(SIGINT, old_int_);
-    std::signal(SIGTERM, old_term_);
-  }
-  StopSignals(const StopSignals&) = delete;
-  StopSignals& operator=(const StopSignals&) = delete;
-  static bool requested() { return g_stop_requested; }
-  static void request() { g_stop_requested = true; }
-
- private:
-  void (*old_int_)(int) = nullptr;
-  void (*old_term_)(int) = nullptr;
-};
 
 using log::duration;
 
@@ -411,7 +383,8 @@ TrainSummary Trainer::run() {
   start_or_resume();
   log_run_start();
   broadcast_parameters();
-  const StopSignals stop_signals;  // SIGINT / SIGTERM: stop after this step, saving `last`
+  // SIGINT / SIGTERM: stop after this step, saving `last`; a second one stops at once.
+  const StopSignals stop_signals(StopSignals::Options{.restart = true, .exit_on = 2});
   Progress progress(state_.elapsed_seconds);
   TrainSummary summary;
   last_saved_step_ = state_.step;
