@@ -24,7 +24,6 @@
 #include "headcount/train/batching.h"
 #include "headcount/train/checkpoint.h"
 #include "headcount/train/loss.h"
-#include "headcount/train/trainer.h"
 
 namespace headcount::analysis {
 

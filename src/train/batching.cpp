@@ -11,6 +11,26 @@
 
 namespace headcount::train {
 
+std::vector<Example> encode_pairs(const data::ParallelText& text, const data::Vocab& src,
+                                  const data::Vocab& tgt, int max_len, size_t* dropped) {
+  std::vector<Example> out;
+  out.reserve(text.size());
+  size_t n_dropped = 0;
+  for (size_t i = 0; i < text.size(); ++i) {
+    Example e;
+    e.src = src.encode(text.src[i]);
+    e.tgt = tgt.encode(text.tgt[i]);
+    e.id = static_cast<int64_t>(i);
+    if (static_cast<int>(e.src.size()) > max_len || static_cast<int>(e.tgt.size()) > max_len) {
+      ++n_dropped;
+      continue;
+    }
+    out.push_back(std::move(e));
+  }
+  if (dropped) *dropped = n_dropped;
+  return out;
+}
+
 std::vector<std::vector<int64_t>> make_batches(const std::vector<Example>& examples,
                                                int64_t max_tokens, uint64_t seed) {
   std::vector<int64_t> order(examples.size());

@@ -43,26 +43,6 @@ double since(Clock::time_point t) {
 
 }  // namespace
 
-std::vector<Example> encode_pairs(const data::ParallelText& text, const data::Vocab& src,
-                                  const data::Vocab& tgt, int max_len, size_t* dropped) {
-  std::vector<Example> out;
-  out.reserve(text.size());
-  size_t n_dropped = 0;
-  for (size_t i = 0; i < text.size(); ++i) {
-    Example e;
-    e.src = src.encode(text.src[i]);
-    e.tgt = tgt.encode(text.tgt[i]);
-    e.id = static_cast<int64_t>(i);
-    if (static_cast<int>(e.src.size()) > max_len || static_cast<int>(e.tgt.size()) > max_len) {
-      ++n_dropped;
-      continue;
-    }
-    out.push_back(std::move(e));
-  }
-  if (dropped) *dropped = n_dropped;
-  return out;
-}
-
 Trainer::Trainer(Config config, TrainOptions options, std::unique_ptr<TrainingExtension> extension)
     : config_(std::move(config)), options_(std::move(options)), extension_(std::move(extension)) {}
 

@@ -6,6 +6,9 @@
 #include <cstdint>
 #include <vector>
 
+#include "headcount/data/corpus.h"
+#include "headcount/data/vocab.h"
+
 namespace headcount::train {
 
 struct Example {
@@ -27,6 +30,10 @@ struct Batch {
 // Groups examples into batches of at most `max_tokens` (sentences x the longest side's padded
 // length, EOS/BOS included). Examples are sorted by length with ties broken by `seed`, so
 // batches hold similar lengths and little padding. Deterministic for a seed.
+// Subword-encoded pairs; pairs longer than `max_len` on a side are dropped and counted.
+std::vector<Example> encode_pairs(const data::ParallelText& text, const data::Vocab& src,
+                                  const data::Vocab& tgt, int max_len, size_t* dropped = nullptr);
+
 std::vector<std::vector<int64_t>> make_batches(const std::vector<Example>& examples,
                                                int64_t max_tokens, uint64_t seed);
 

@@ -65,10 +65,6 @@ struct EvalResult {
   std::string bleu_signature;
 };
 
-// Subword-encoded pairs; pairs longer than `max_len` on a side are dropped and counted.
-std::vector<Example> encode_pairs(const data::ParallelText& text, const data::Vocab& src,
-                                  const data::Vocab& tgt, int max_len, size_t* dropped = nullptr);
-
 // The loop (Trainer::run) reads top to bottom: start or resume, then per step take the step's
 // batches, forward and backward them, add the extension's regulariser, all-reduce, clip, set the
 // learning rate and step the optimizer; log, evaluate and checkpoint when due; finish. Everything
