@@ -12,6 +12,7 @@
 #include <string>
 
 #include "headcount/common/check.h"
+#include "headcount/common/process.h"
 #include "headcount/common/runtime.h"
 #include "headcount/common/signals.h"
 #include "headcount/dist/distributed.h"
@@ -68,39 +69,20 @@ int launch(const LaunchOptions& o) {
                "each\n",
                o.nproc, port, share);
   for (int r = 0; r < o.nproc; ++r) {
-    int fds[2];
-    HC_CHECK(pipe(fds) == 0, "launch: cannot create a pipe");
-    std::fflush(nullptr);
-    const pid_t pid = fork();
-    HC_CHECK(pid >= 0, "launch: cannot start process {}", r);
-    if (pid == 0) {
-      setpgid(0, 0);  // its own group: stopping it stops what it started too
-      dup2(fds[1], STDOUT_FILENO);
-      dup2(fds[1], STDERR_FILENO);
-      ::close(fds[0]);
-      ::close(fds[1]);
-      setenv("RANK", std::to_string(r).c_str(), 1);
-      setenv("LOCAL_RANK", std::to_string(r).c_str(), 1);
-      setenv("WORLD_SIZE", std::to_string(o.nproc).c_str(), 1);
-      setenv("LOCAL_WORLD_SIZE", std::to_string(o.nproc).c_str(), 1);
-      setenv("MASTER_ADDR", "127.0.0.1", 1);
-      setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
-      setenv("HEADCOUNT_NUM_CORES", std::to_string(share).c_str(), 1);
-      signal(SIGINT, SIG_DFL);
-      signal(SIGTERM, SIG_DFL);
-      std::vector<std::string> argv_s = {o.executable.string()};
-      argv_s.insert(argv_s.end(), o.args.begin(), o.args.end());
-      std::vector<char*> argv;
-      for (auto& a : argv_s) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      execv(argv[0], argv.data());
-      std::fprintf(stderr, "cannot run %s\n", argv[0]);
-      _exit(127);
-    }
-    ::close(fds[1]);
-    setpgid(pid, pid);
-    children[r].pid = pid;
-    children[r].fd = fds[0];
+    process::ChildOptions co;
+    co.argv = {o.executable.string()};
+    co.argv.insert(co.argv.end(), o.args.begin(), o.args.end());
+    co.output_pipe = true;
+    co.env = {{"RANK", std::to_string(r)},
+              {"LOCAL_RANK", std::to_string(r)},
+              {"WORLD_SIZE", std::to_string(o.nproc)},
+              {"LOCAL_WORLD_SIZE", std::to_string(o.nproc)},
+              {"MASTER_ADDR", "127.0.0.1"},
+              {"MASTER_PORT", std::to_string(port)},
+              {"HEADCOUNT_NUM_CORES", std::to_string(share)}};
+    const auto child = process::start(co);
+    children[r].pid = child.pid;
+    children[r].fd = child.output_fd;
   }
 
   int first_failure = 0;

@@ -23,6 +23,7 @@
 #include "headcount/common/check.h"
 #include "headcount/common/io.h"
 #include "headcount/common/log.h"
+#include "headcount/common/process.h"
 #include "headcount/common/run_guard.h"
 #include "headcount/common/runtime.h"
 #include "headcount/common/signals.h"
@@ -611,41 +612,25 @@ void write_manifest(const SweepSpec& spec, const fs::path& out) {
   io::write_file_atomic(out / "sweep.json", j.dump(2) + "\n");
 }
 
+// A run of the sweep: its own process group (a terminal's Ctrl-C reaches the sweep alone, which
+// passes one SIGTERM on; a run takes a second signal as "stop at once"), SIGTERM when the sweep
+// dies, output appended to its log.
+process::ChildOptions run_options(const fs::path& executable, const std::vector<std::string>& args,
+                                  const fs::path& log,
+                                  const std::vector<std::string>& prefix = {}) {
+  process::ChildOptions o;
+  o.argv = prefix;
+  o.argv.push_back(executable.string());
+  o.argv.insert(o.argv.end(), args.begin(), args.end());
+  o.output_file = log;
+  o.stdin_null = true;
+  o.die_with_parent = true;
+  return o;
+}
+
 pid_t spawn(const fs::path& executable, const std::vector<std::string>& args, const fs::path& log,
             const std::vector<std::string>& prefix = {}) {
-  const std::string log_path = log.string();
-  std::vector<std::string> argv_s = prefix;
-  argv_s.push_back(executable.string());
-  argv_s.insert(argv_s.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (auto& a : argv_s) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  std::fflush(nullptr);
-  const pid_t parent = getpid();
-  const pid_t pid = fork();
-  HC_CHECK(pid >= 0, "cannot start a process ({})", executable.string());
-  if (pid == 0) {
-    // Its own process group: a terminal's Ctrl-C reaches the sweep alone, which passes one
-    // SIGTERM on (a run takes a second signal as "stop at once"). SIGTERM when the sweep dies.
-    setpgid(0, 0);
-    prctl(PR_SET_PDEATHSIG, SIGTERM);
-    if (getppid() != parent) _exit(128 + SIGTERM);  // the sweep died before prctl
-    const int fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-    if (fd >= 0) {
-      dup2(fd, STDOUT_FILENO);
-      dup2(fd, STDERR_FILENO);
-      ::close(fd);
-    }
-    const int null_in = ::open("/dev/null", O_RDONLY);
-    if (null_in >= 0) dup2(null_in, STDIN_FILENO);
-    signal(SIGINT, SIG_DFL);
-    signal(SIGTERM, SIG_DFL);
-    execvp(argv[0], argv.data());
-    std::fprintf(stderr, "headcount sweep: cannot run %s\n", argv[0]);
-    _exit(127);
-  }
-  setpgid(pid, pid);  // (also in the child: whichever runs first)
-  return pid;
+  return process::start(run_options(executable, args, log, prefix)).pid;
 }
 
 pid_t start_job(const Job& job, const fs::path& executable, int srun_tasks) {
@@ -671,12 +656,7 @@ pid_t start_job(const Job& job, const fs::path& executable, int srun_tasks) {
 
 int run_command(const fs::path& executable, const std::vector<std::string>& args,
                 const fs::path& log) {
-  const pid_t pid = spawn(executable, args, log);
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0) {
-    if (errno != EINTR) return -1;
-  }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return process::run(run_options(executable, args, log));
 }
 
 SweepOutcome run_sweep(const SweepSpec& spec, const SweepOptions& options) {
