@@ -13,6 +13,7 @@
 
 #include "commands.h"
 #include "headcount/analysis/analyzer.h"
+#include "headcount/analysis/compare.h"
 #include "headcount/common/check.h"
 #include "headcount/common/io.h"
 #include "headcount/common/log.h"
@@ -21,7 +22,6 @@
 #include "headcount/data/links.h"
 #include "headcount/prune/prune_trainer.h"
 #include "headcount/run/run_folder.h"
-#include "headcount/sweep/sweep.h"
 #include "headcount/train/checkpoint.h"
 
 namespace headcount::cli {
@@ -663,119 +663,31 @@ void run_align(const AnalyzeArgs& a, const std::string& target, const std::strin
               out.c_str());
 }
 
-// L0 pruning (a prune run) against Michel et al.'s importance pruning at equal head counts, and
-// where the heads that I_h and confidence rank highest stand in the run's removal order.
+// L0 pruning (a prune run) against Michel et al.'s importance pruning at equal head counts
+// (analysis/compare.h); prints the comparison.
 void run_compare(const AnalyzeArgs& a, const std::string& run_dir, bool finetune,
                  int finetune_threads) {
-  analysis::Analyzer an(a.options);
-  const fs::path out = a.out, run = run_dir;
-  fs::create_directories(out);
-  const auto& heads = an.heads();
-  // The run's removal steps (gated heads only; kept heads come last in the order).
-  const auto order_ = analysis::read_removal_order(run, heads, a.options.checkpoint.string());
-  const auto& gated = order_.gated;
-  const auto& removal = order_.step;
-  const auto& removed = order_.removed;
-  const double last = order_.last;
-  const auto score = an.importance(a.normalize);
-  const auto stats = an.head_stats();
-  // Michel: within each gated type, mask the least important heads, as many as L0 removed.
-  std::map<int, std::vector<size_t>> by_type;
-  std::map<int, size_t> removed_per_type;
-  for (size_t g : gated) by_type[static_cast<int>(heads[g].type)].push_back(g);
-  for (const auto& h : removed) ++removed_per_type[static_cast<int>(h.type)];
-  std::vector<HeadId> michel;
-  for (auto& [t, members] : by_type) {
-    std::stable_sort(members.begin(), members.end(),
-                     [&](size_t x, size_t y) { return score[x] < score[y]; });
-    for (size_t k = 0; k < removed_per_type[t]; ++k) michel.push_back(heads[members[k]]);
-  }
-  const double full = an.bleu({});
-  const double l0_masked = an.bleu(removed);
-  const double michel_masked = an.bleu(michel);
-  analysis::AnalyzeOptions po = a.options;
-  po.checkpoint = run::RunFolder{run}.pruned();
-  std::optional<double> l0_tuned;
-  if (fs::exists(po.checkpoint / "model.pt")) l0_tuned = analysis::Analyzer(po).bleu({});
-  std::optional<double> michel_tuned;
-  if (finetune) {
-    // Michel's heads removed physically (unless a fine-tuning of them is already under way),
-    // then fine-tuned.
-    const fs::path michel_ckpt = out / "michel-pruned", michel_run = out / "michel-finetuned";
-    std::error_code ec;
-    if (!fs::exists(run::RunFolder{michel_run}.last(), ec)) {
-      std::vector<model::HeadId> refs;
-      for (const auto& h : michel) refs.push_back({h.type, h.layer, h.head});
-      fs::remove_all(michel_ckpt, ec);
-      const auto arch = prune::export_without_heads(a.options.checkpoint, refs, michel_ckpt);
-      log::info("wrote {}: heads {} (enc/dec/enc-dec)", michel_ckpt.string(), arch.summary());
-    }
-    // The prune run's own config: the same steps, learning rate and batches as its L0
-    // fine-tuning, without gates.
-    log::info("fine-tuning {} with {}'s budget (log: {})", michel_ckpt.string(), run.string(),
-              (out / "michel-finetune.log").string());
-    std::vector<std::string> args{"train",       (run / "config.yaml").string(),
-                                  "--init-from", michel_ckpt.string(),
-                                  "--out",       michel_run.string()};
-    if (finetune_threads > 0)
-      args.insert(args.end(), {"--set", "threads.intra_op=-1", "--set",
-                               fmt::format("threads.blas={}", finetune_threads)});
-    const int rc = sweep::run_command(self_executable(), args, out / "michel-finetune.log");
-    HC_CHECK(rc == 0, "the fine-tuning of {} failed (exit {}); see {}", michel_ckpt.string(), rc,
-             (out / "michel-finetune.log").string());
-    po.checkpoint = run::RunFolder{michel_run}.last();
-    michel_tuned = analysis::Analyzer(po).bleu({});
-  }
-  // Rank agreement: importance and confidence against the removal step (later = kept longer).
-  std::vector<double> imp_g, conf_g;
-  for (size_t g : gated) imp_g.push_back(score[g]), conf_g.push_back(stats[g].confidence());
-  const double rho_imp = analysis::spearman(imp_g, removal),
-               rho_conf = analysis::spearman(conf_g, removal);
-  // The five heads I_h ranks highest: their removal steps.
-  std::vector<size_t> order(gated.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(),
-                   [&](size_t x, size_t y) { return imp_g[x] > imp_g[y]; });
-  nlohmann::ordered_json top = nlohmann::ordered_json::array();
-  for (size_t k = 0; k < std::min<size_t>(5, order.size()); ++k) {
-    const size_t g = gated[order[k]];
-    top.push_back(
-        {{"head", heads[g].label()},
-         {"importance", score[g]},
-         {"removal_step", removal[order[k]] > last ? nlohmann::ordered_json(nullptr)
-                                                   : nlohmann::ordered_json(removal[order[k]])}});
-  }
-  nlohmann::ordered_json j;
-  j["checkpoint"] = a.options.checkpoint.string();
-  j["run"] = run.string();
-  j["sentences"] = a.options.sentences;
-  j["gated_heads"] = gated.size();
-  j["removed_heads"] = removed.size();
-  j["bleu_full"] = full;
-  j["bleu_l0_heads_masked_no_finetuning"] = l0_masked;
-  j["bleu_michel_same_counts_masked_no_finetuning"] = michel_masked;
-  j["bleu_l0_pruned_checkpoint_finetuned"] = l0_tuned ? nlohmann::ordered_json(*l0_tuned) : nullptr;
-  j["bleu_michel_pruned_finetuned_same_budget"] =
-      michel_tuned ? nlohmann::ordered_json(*michel_tuned) : nullptr;
-  nlohmann::ordered_json mh = nlohmann::ordered_json::array();
-  for (const auto& h : michel) mh.push_back(h.label());
-  j["michel_removed_heads"] = mh;
-  j["spearman_importance_vs_removal_step"] = rho_imp;
-  j["spearman_confidence_vs_removal_step"] = rho_conf;
-  j["top_importance_heads"] = top;
-  io::write_file_atomic(run::RunFolder{out}.compare(), j.dump(2) + "\n");
-  std::printf("%zu of %zu gated heads removed by L0 (%s)\n", removed.size(), gated.size(),
-              run.c_str());
+  analysis::CompareOptions c;
+  c.run = run_dir;
+  c.out = a.out;
+  c.normalize = a.normalize;
+  c.finetune = finetune;
+  c.finetune_threads = finetune_threads;
+  c.executable = self_executable();
+  const auto r = analysis::compare_l0_with_importance(a.options, c);
+  std::printf("%zu of %zu gated heads removed by L0 (%s)\n", r.removed, r.gated, run_dir.c_str());
   std::printf("BLEU, %d %s sentences, beam %d:\n", a.options.sentences, a.options.split.c_str(),
               a.options.beam);
-  std::printf("  full model                                   %6.2f\n", full);
-  std::printf("  L0's removed heads masked (no fine-tuning)   %6.2f\n", l0_masked);
-  std::printf("  Michel: as many least-I_h heads masked       %6.2f\n", michel_masked);
-  if (l0_tuned) std::printf("  L0 pruned checkpoint (after fine-tuning)     %6.2f\n", *l0_tuned);
-  if (michel_tuned)
-    std::printf("  Michel pruned, fine-tuned (same budget)      %6.2f\n", *michel_tuned);
-  std::printf("Spearman vs removal step: importance %.3f, confidence %.3f\nwrote %s\n", rho_imp,
-              rho_conf, (run::RunFolder{out}.compare()).c_str());
+  std::printf("  full model                                   %6.2f\n", r.bleu_full);
+  std::printf("  L0's removed heads masked (no fine-tuning)   %6.2f\n", r.bleu_l0_masked);
+  std::printf("  Michel: as many least-I_h heads masked       %6.2f\n", r.bleu_michel_masked);
+  if (r.bleu_l0_tuned)
+    std::printf("  L0 pruned checkpoint (after fine-tuning)     %6.2f\n", *r.bleu_l0_tuned);
+  if (r.bleu_michel_tuned)
+    std::printf("  Michel pruned, fine-tuned (same budget)      %6.2f\n", *r.bleu_michel_tuned);
+  std::printf("Spearman vs removal step: importance %.3f, confidence %.3f\nwrote %s\n",
+              r.spearman_importance, r.spearman_confidence,
+              run::RunFolder{c.out}.compare().c_str());
 }
 }  // namespace
 

@@ -1,0 +1,43 @@
+// L0 pruning (a prune run) against Michel et al.'s importance pruning at equal head counts
+// (`headcount analyze compare`): BLEU with each method's heads masked, optionally after
+// fine-tuning Michel's pruned model with the run's own budget, and where the heads that I_h and
+// confidence rank highest stand in the run's removal order (Spearman).
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "headcount/analysis/analyzer.h"
+
+namespace headcount::analysis {
+
+struct CompareOptions {
+  fs::path run;              // the prune run (head_removal.csv, pruned/, config.yaml)
+  fs::path out;              // compare.json, and the fine-tuning's folders and log
+  bool normalize = false;    // I_h normalised per layer (Michel et al.)
+  bool finetune = false;     // fine-tune Michel's pruned model with the run's budget
+  int finetune_threads = 0;  // its BLAS threads (0: the config's)
+  fs::path executable;       // headcount itself: the fine-tuning runs as `headcount train`
+};
+
+struct CompareResult {
+  size_t gated = 0, removed = 0;  // heads gated in the run, removed by L0
+  double bleu_full = 0;
+  double bleu_l0_masked = 0;                // L0's removed heads masked, no fine-tuning
+  double bleu_michel_masked = 0;            // as many least-I_h heads per type masked
+  std::optional<double> bleu_l0_tuned;      // the run's pruned/ checkpoint
+  std::optional<double> bleu_michel_tuned;  // Michel's pruned model fine-tuned (finetune)
+  std::vector<HeadId> michel_removed;
+  double spearman_importance = 0, spearman_confidence = 0;  // against the removal step
+  nlohmann::ordered_json json;                              // compare.json, as written
+};
+
+// Writes OUT/compare.json (and with finetune OUT/michel-pruned, OUT/michel-finetuned and
+// OUT/michel-finetune.log; an interrupted fine-tuning resumes).
+CompareResult compare_l0_with_importance(const AnalyzeOptions& options, const CompareOptions& c);
+
+}  // namespace headcount::analysis
