@@ -56,6 +56,32 @@ TEST(HeadStats, PositionalHeadNeedsNinetyPercentAtOneOffset) {
   EXPECT_EQ(cross.attention_prev(), 0.0);
 }
 
+TEST(HeadStats, FunctionsFollowVoitasThresholds) {
+  // Set by hand: 95 of 100 maxima at offset -1 (positional), 40 of 100 on the rarest key.
+  HeadStats h;
+  h.tokens = h.self_tokens = 100;
+  h.argmax_offsets = {{-1, 95}, {0, 5}};
+  h.rare_tokens = 100;
+  h.rare_hits = 40;
+  auto f = analysis::head_functions(h, true);
+  EXPECT_TRUE(f.positional);
+  EXPECT_FALSE(f.rare_token);
+  EXPECT_EQ(f.label(), "positional");
+  // Not in self-attention, or at offset 0 (attending to itself): not positional.
+  EXPECT_FALSE(analysis::head_functions(h, false).positional);
+  HeadStats same = h;
+  same.argmax_offsets = {{0, 95}, {1, 5}};
+  EXPECT_FALSE(analysis::head_functions(same, true).positional);
+  // 89% at one offset is not enough; half the maxima on the rarest key is rare-token.
+  h.argmax_offsets = {{-1, 89}, {1, 11}};
+  h.rare_hits = 50;
+  f = analysis::head_functions(h, true, /*syntactic=*/true);
+  EXPECT_FALSE(f.positional);
+  EXPECT_TRUE(f.rare_token);
+  EXPECT_EQ(f.label(), "syntactic+rare-token");
+  EXPECT_EQ(analysis::head_functions(HeadStats{}, true).label(), "none");
+}
+
 TEST(HeadStats, RareTokenHitsCountOnlySentencesWithARareKey) {
   HeadStats h;
   SentenceKeys k;

@@ -71,6 +71,23 @@ torch::Tensor kl_rows(const torch::Tensor& p, const torch::Tensor& m) {
 }
 }  // namespace
 
+HeadFunctions head_functions(const HeadStats& s, bool self_attention, bool syntactic) {
+  HeadFunctions f;
+  f.positional = self_attention && s.positional() && s.top_offset().first != 0;
+  f.rare_token = s.rare_fraction() >= 0.5;
+  f.syntactic = syntactic;
+  return f;
+}
+
+std::string HeadFunctions::label() const {
+  std::string out;
+  auto add = [&](const char* name) { out += (out.empty() ? "" : "+") + std::string(name); };
+  if (positional) add("positional");
+  if (syntactic) add("syntactic");
+  if (rare_token) add("rare-token");
+  return out.empty() ? "none" : out;
+}
+
 double js_divergence(const torch::Tensor& p, const torch::Tensor& q) {
   HC_CHECK(p.sizes() == q.sizes(), "JS divergence: the two heads' weights differ in shape");
   const auto pd = p.to(torch::kDouble), qd = q.to(torch::kDouble);

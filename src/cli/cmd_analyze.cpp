@@ -236,28 +236,22 @@ void run_heads(const AnalyzeArgs& a) {
     const auto& s = stats[i];
     const auto [off, share] = s.top_offset();
     const bool self = heads[i].type != AttentionType::kEncDec;
-    const bool positional = self && s.positional() && off != 0;
-    const bool rare = s.rare_fraction() >= 0.5;
     const auto v = verdicts.find({static_cast<int>(heads[i].type), heads[i].layer, heads[i].head});
     const bool has_syntax = v != verdicts.end() && !v->second.relation.empty();
     const bool syntactic = has_syntax && v->second.syntactic;
     if (has_syntax) gain[i] = v->second.accuracy - v->second.baseline;
-    std::vector<std::string> fn;
-    if (positional) fn.push_back("positional");
-    if (syntactic) fn.push_back("syntactic");
-    if (rare) fn.push_back("rare-token");
-    if (fn.empty()) fn.push_back("none");
+    const auto fn = analysis::head_functions(s, self, syntactic);
     csv += fmt::format(
         "{},{:.4f},{:.4f},{:.4f},{},{},{},{},{},{},{:.4f},{},{},{},{},{}\n", head_cols(heads[i]),
         s.confidence(), s.entropy(), s.attention_to_eos(),
         self ? fmt::format("{:.4f}", s.attention_prev()) : "",
         self ? fmt::format("{:.4f}", s.attention_same()) : "",
         self ? fmt::format("{:.4f}", s.attention_next()) : "", self ? std::to_string(off) : "",
-        self ? fmt::format("{:.4f}", share) : "", positional ? 1 : 0, s.rare_fraction(),
+        self ? fmt::format("{:.4f}", share) : "", fn.positional ? 1 : 0, s.rare_fraction(),
         has_syntax ? (syntactic ? "1" : "0") : "",
         has_syntax ? v->second.relation + " " + analysis::direction_name(v->second.direction) : "",
         has_syntax ? fmt::format("{:.4f}", v->second.accuracy) : "",
-        has_syntax ? fmt::format("{:.4f}", v->second.baseline) : "", fmt::join(fn, "+"));
+        has_syntax ? fmt::format("{:.4f}", v->second.baseline) : "", fn.label());
     conf.push_back(s.confidence());
     ent.push_back(s.entropy());
   }

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <map>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -47,6 +48,15 @@ struct HeadStats {
   // Share of (eligible) tokens whose maximum goes to the sentence's rarest key.
   double rare_fraction() const { return rare_tokens > 0 ? rare_hits / rare_tokens : 0; }
 };
+
+// The functions a head is given (Voita et al. 2019): positional (a self-attention head with at
+// least 90% of its maxima at one nonzero relative offset), rare-token (at least half of its maxima
+// on the sentence's rarest key), syntactic (decided from dependency parses, when there are any).
+struct HeadFunctions {
+  bool positional = false, rare_token = false, syntactic = false;
+  std::string label() const;  // "positional+rare-token", or "none"
+};
+HeadFunctions head_functions(const HeadStats& s, bool self_attention, bool syntactic = false);
 
 // Jensen-Shannon divergence (nats) between the rows of p and q, summed over rows. p, q [T, S].
 double js_divergence(const torch::Tensor& p, const torch::Tensor& q);
