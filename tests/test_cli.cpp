@@ -218,5 +218,21 @@ TEST(Cli, BenchTrainReportsConsistentFigures) {
   EXPECT_NE(none.err.find("bf16 needs native bf16 arithmetic"), std::string::npos) << none.err;
 }
 
+TEST(Cli, BenchTrainGatedRunsTheLibrarysL0Pruning) {
+  // The gated steps are prune::L0Pruning's, with the config's prune section: the default (every
+  // head, all parts trained), and gates alone (prune.train_parts: []), whose frozen parameters
+  // still train in the plain steps in between.
+  for (const char* extra : {"", " --set 'prune.train_parts=[]' --set prune.lambda=0.5"}) {
+    const auto r = run(std::string("bench train --d-model 16 --layers 1 --heads 2 --ffn 32 "
+                                   "--vocab 50 --sentences 2 --length 4 --steps 2 --warmup 1 "
+                                   "--gated") +
+                       extra);
+    ASSERT_EQ(r.code, 0) << extra << "\n" << r.err;
+    EXPECT_NE(r.out.find("gated / plain = "), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("(2 alternating pairs)"), std::string::npos) << r.out;
+    EXPECT_NE(r.err.find("pruning: gates on 6 heads"), std::string::npos) << r.err;
+  }
+}
+
 }  // namespace
 }  // namespace headcount

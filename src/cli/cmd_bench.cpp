@@ -22,6 +22,7 @@
 #include "headcount/eval/bleu.h"
 #include "headcount/model/transformer.h"
 #include "headcount/prune/head_gates.h"
+#include "headcount/prune/prune_trainer.h"
 #include "headcount/run/run_folder.h"
 #include "headcount/train/checkpoint.h"
 #include "headcount/train/loss.h"
@@ -172,31 +173,53 @@ void bench_train(const TrainBenchArgs& a, const Config& config) {
     PrecisionScope scope(precision, cpu);
     return m->forward(src, tgt_in);
   };
+  // Parameters prune.train_parts freezes in the gated steps (none by default) train in the plain
+  // ones.
+  std::vector<torch::Tensor> frozen;
   auto step = [&] {
+    for (auto& p : frozen) p.set_requires_grad(true);
     adam.zero_grad();
     auto ls = train::label_smoothed_loss(forward(), tgt_out, 0.1);
     (ls.loss / static_cast<double>(ls.tokens)).backward();
     adam.step();
   };
-  // Gated fine-tuning: Hard-Concrete gates on every head, a fresh sample each step, L0 penalty.
-  prune::HeadGates gates{nullptr};
-  std::unique_ptr<torch::optim::Adam> gate_adam;
+  // Gated fine-tuning: the library's L0 pruning (prune::L0Pruning) with the config's prune
+  // section (by default gates on every head, lambda 0.05 x L_C), its parameter groups in one Adam
+  // as the trainer builds it, a fresh gate sample each step.
+  std::unique_ptr<prune::L0Pruning> l0;
+  std::vector<train::ParamGroup> groups;
+  std::unique_ptr<torch::optim::Adam> gated_adam;
+  train::Batch batch;
+  batch.ids.resize(static_cast<size_t>(a.sentences));
+  int64_t gated_steps = 0;
   if (a.gated) {
-    const std::vector<model::AttentionType> all(std::begin(model::kAttentionTypes),
-                                                std::end(model::kAttentionTypes));
-    gates = prune::HeadGates(m, all, prune::HardConcreteOptions{});
-    gate_adam =
-        std::make_unique<torch::optim::Adam>(gates->parameters(), torch::optim::AdamOptions(1e-2));
+    l0 = std::make_unique<prune::L0Pruning>(config, train::TrainOptions{});
+    groups = l0->parameter_groups(m, cpu);
+    for (auto& p : m->parameters()) {
+      if (!p.requires_grad()) frozen.push_back(p);
+    }
+    std::vector<torch::optim::OptimizerParamGroup> adam_groups;
+    for (const auto& g : groups) adam_groups.emplace_back(g.params);
+    gated_adam = std::make_unique<torch::optim::Adam>(
+        adam_groups, torch::optim::AdamOptions(1e-4).betas({0.9, 0.98}).eps(1e-9));
+    for (size_t g = 0; g < groups.size(); ++g) {
+      static_cast<torch::optim::AdamOptions&>(gated_adam->param_groups()[g].options())
+          .lr(groups[g].fixed_lr.value_or(1e-4));
+    }
   }
   auto gated_step = [&] {
-    adam.zero_grad();
-    gate_adam->zero_grad();
-    gates->apply_sample(a.sentences);
+    for (auto& p : frozen) p.set_requires_grad(false);
+    gated_adam->zero_grad();
+    l0->before_forward(batch);
     auto ls = train::label_smoothed_loss(forward(), tgt_out, 0.1);
-    (ls.loss / static_cast<double>(ls.tokens) + 0.05 * gates->penalty("layer_mean")).backward();
-    adam.step();
-    gate_adam->step();
-    gates->clear();
+    const auto r = l0->regulariser(gated_steps);
+    auto objective = ls.loss / static_cast<double>(ls.tokens);
+    if (r.term.defined()) objective = objective + r.term;
+    objective.backward();
+    gated_adam->step();
+    l0->after_step(gated_steps++, r);
+    // The plain steps in between run without gates.
+    l0->gates()->clear();
   };
   for (int i = 0; i < a.warmup; ++i) step();
   if (a.gated) gated_step();
@@ -490,7 +513,8 @@ void add_bench_command(CLI::App& app) {
                    "auto | fp32 | bf16 (default: train.precision of the config)")
       ->check(CLI::IsMember({"auto", "fp32", "bf16"}));
   train->add_flag("--gated", t->gated,
-                  "Also time gated fine-tuning steps (gates on every head), alternating with plain "
+                  "Also time gated fine-tuning steps (L0 pruning as the config's prune section "
+                  "sets it: by default gates on every head, lambda 0.05), alternating with plain "
                   "steps, and print their ratio");
   auto d = std::make_shared<DecodeBenchArgs>();
   auto* dec = cmd->add_subcommand("decode", "Decoding speed (greedy and beam) on the dev set");
