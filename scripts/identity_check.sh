@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# A fixed-seed tiny `train` run and three `prune` runs (lambda, target head count, Fisher) whose records must not change under a refactoring:
+# A fixed-seed tiny `train` run and four `prune` runs (lambda, target head count, Fisher, the other
+# config choices) whose records must not change under a refactoring:
 # prints one sha256 per file (weights of every checkpoint, metrics.jsonl and gates.jsonl without
 # their wall-clock fields, head_removal.csv, pruning.json without timings). Run it with the
 # binary before and after and diff the two outputs:
@@ -32,6 +33,15 @@ common=(--set threads.intra_op=1 --set train.log_every=10)
   --set prune.init_from="$out/train/checkpoints/last" --set prune.target_heads=12 \
   --set train.eval_max_sentences=20 --out "$out/prune-fisher" >"$out/prune-fisher.log" 2>&1
 
+# The other choices of the config: a linear lambda schedule, L_C as a sum, per-example gate noise,
+# a cosine learning rate, the best checkpoint by dev loss.
+"$bin" prune configs/tiny.yaml configs/quickstart-prune.yaml "${common[@]}" \
+  --set prune.init_from="$out/train/checkpoints/last" --set prune.lambda=0.3 --set prune.gate_lr=0.1 \
+  --set prune.lambda_schedule=linear --set prune.lambda_warmup_steps=30 --set prune.penalty_norm=sum \
+  --set prune.noise=example --set train.lr_schedule=cosine --set train.best_metric=loss \
+  --set train.max_steps=60 --set train.eval_every=20 --set train.eval_max_sentences=20 \
+  --out "$out/prune-choices" >"$out/prune-choices.log" 2>&1
+
 # Wall-clock fields differ between any two runs; everything else must not.
 strip_times() {
   python3 -c '
@@ -57,11 +67,11 @@ else:
 
 out_abs=$(realpath "$out")
 cd "$out"
-for f in $(find train prune prune-target prune-fisher -name model.pt -o -name gates.pt -o -name head_removal.csv \
+for f in $(find train prune prune-target prune-fisher prune-choices -name model.pt -o -name gates.pt -o -name head_removal.csv \
   -o -name architecture.json | sort); do
   echo "$(sha256sum <"$f" | cut -c1-16)  $f"
 done
-for f in $(find train prune prune-target prune-fisher -maxdepth 1 -name '*.jsonl' -o -maxdepth 1 -name pruning.json \
+for f in $(find train prune prune-target prune-fisher prune-choices -maxdepth 1 -name '*.jsonl' -o -maxdepth 1 -name pruning.json \
   -o -maxdepth 1 -name summary.json | sort); do
   echo "$(strip_times "$f" | sha256sum | cut -c1-16)  $f (times stripped)"
 done

@@ -110,5 +110,46 @@ TEST(Config, DumpLoadsBackToTheSameConfig) {
   EXPECT_GE(config_keys().size(), 20u);
 }
 
+TEST(Config, ChoicesAreEnumsParsedOnceAndWrittenBackByName) {
+  TempDir dir;
+  // The defaults, as the schema documents them.
+  const Config d;
+  EXPECT_EQ(d.train.lr_schedule, LrSchedule::kInverseSqrt);
+  EXPECT_EQ(d.train.best_metric, BestMetric::kBleu);
+  EXPECT_EQ(d.prune.lambda_schedule, LambdaScheduleKind::kConstant);
+  EXPECT_EQ(d.prune.penalty_norm, PenaltyNorm::kLayerMean);
+  EXPECT_EQ(d.prune.noise, GateNoise::kHead);
+  EXPECT_EQ(d.prune.method, PruneMethod::kL0);
+  // Every other name of every choice, from a file and read back from the dump.
+  const auto p = write_yaml(dir, "c.yaml",
+                            "train:\n  lr_schedule: cosine\n  best_metric: loss\n"
+                            "prune:\n  lambda_schedule: piecewise\n  lambda_steps: [0]\n"
+                            "  lambda_values: [0.1]\n  penalty_norm: sum\n  noise: example\n");
+  const Config c = load_config_file(p);
+  EXPECT_EQ(c.train.lr_schedule, LrSchedule::kCosine);
+  EXPECT_EQ(c.train.best_metric, BestMetric::kLoss);
+  EXPECT_EQ(c.prune.lambda_schedule, LambdaScheduleKind::kPiecewise);
+  EXPECT_EQ(c.prune.penalty_norm, PenaltyNorm::kSum);
+  EXPECT_EQ(c.prune.noise, GateNoise::kExample);
+  EXPECT_EQ(config_value(c, "train.lr_schedule"), "cosine");
+  EXPECT_EQ(config_value(c, "prune.penalty_norm"), "sum");
+  save_config(c, dir / "back.yaml");
+  EXPECT_EQ(dump_config(load_config_file(dir / "back.yaml")), dump_config(c));
+  ConfigLoader l;
+  l.apply_set("train.lr_schedule=linear");
+  l.apply_set("train.lr_schedule=constant");  // the later one wins
+  EXPECT_EQ(l.finish().train.lr_schedule, LrSchedule::kConstant);
+  // An unknown name: file, line, key and the choices.
+  const auto bad = write_yaml(dir, "bad.yaml", "prune:\n  lambda: 1\n  penalty_norm: mean\n");
+  const std::string e = error_of([&] { ConfigLoader().apply_file(bad); });
+  EXPECT_NE(e.find("bad.yaml:3: prune.penalty_norm: expected one of sum, layer_mean, got 'mean'"),
+            std::string::npos)
+      << e;
+  EXPECT_NE(error_of([&] {
+              ConfigLoader().apply_set("train.lr_schedule=exp");
+            }).find("expected one of inverse_sqrt, constant, cosine, linear, got 'exp'"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace headcount

@@ -139,10 +139,10 @@ TEST(Cuda, GatesPenaltyAndPhysicalPruningMatchTheCpu) {
       pg[i].copy_(v.to(kCuda));
     }
   }
-  for (const char* norm : {"sum", "layer_mean"}) {
+  for (auto norm : {PenaltyNorm::kSum, PenaltyNorm::kLayerMean}) {
     EXPECT_NEAR(gates_gpu->penalty(norm).item<double>(), gates_cpu->penalty(norm).item<double>(),
                 1e-5)
-        << norm;
+        << choice_name(norm);
   }
   EXPECT_EQ(gates_gpu->open_heads(), gates_cpu->open_heads());
   cpu->eval();

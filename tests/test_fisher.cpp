@@ -276,7 +276,7 @@ TEST(Fisher, PruneCommandWritesTheRunFolderOfAnL0Run) {
   testing::TempDir dir;
   const auto base = train_tiny_model(dir, 40);
   Config c = tiny_run_config(dir, 64);
-  c.prune.method = "fisher";
+  c.prune.method = PruneMethod::kFisher;
   c.prune.init_from = base.string();
   c.prune.target_heads = 3;  // of 6 (1+1 layers of 2 heads, three types)
   c.prune.calibration_sentences = 32;

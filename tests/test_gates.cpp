@@ -85,7 +85,7 @@ TEST(Gates, MonteCarloMatchesTheAnalyticDistribution) {
     g->train();
     const int64_t n = 200000;
     HardConcreteOptions o;
-    o.noise = "example";
+    o.noise = GateNoise::kExample;
     auto ge = gate_with({static_cast<float>(la)}, o);
     const auto samples = ge->sample(n).squeeze(1);  // [n]
     const auto m = integrate(la, beta, l, r);
@@ -105,12 +105,18 @@ TEST(Gates, NoiseGranularityShapes) {
   per_head->train();
   EXPECT_EQ(per_head->forward(7).sizes(), (std::vector<int64_t>{5}));
   HardConcreteOptions o;
-  o.noise = "example";
+  o.noise = GateNoise::kExample;
   HardConcreteGate per_example(5, o);
   per_example->train();
   EXPECT_EQ(per_example->forward(7).sizes(), (std::vector<int64_t>{7, 5}));
-  o.noise = "token";
-  EXPECT_THROW(HardConcreteGate(5, o), Error);
+  // Names are parsed once, when the config is read: an unknown one is an error naming the key.
+  EXPECT_EQ(parse_choice<GateNoise>("example", "prune.noise"), GateNoise::kExample);
+  try {
+    parse_choice<GateNoise>("token", "prune.noise");
+    ADD_FAILURE() << "no error for an unknown gate noise";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "prune.noise: expected one of head, example, got 'token'");
+  }
 }
 
 TEST(Gates, GradientsReachLogAlphaThroughSampleAndPenalty) {
@@ -122,7 +128,7 @@ TEST(Gates, GradientsReachLogAlphaThroughSampleAndPenalty) {
   EXPECT_TRUE(torch::allclose(g->log_alpha.grad(), p * (1 - p), 1e-6, 1e-7));
   g->log_alpha.mutable_grad().zero_();
   HardConcreteOptions o;
-  o.noise = "example";
+  o.noise = GateNoise::kExample;
   auto ge = gate_with({0.0f, 0.5f, -0.5f}, o);
   ge->sample(64).sum().backward();
   EXPECT_GT(ge->log_alpha.grad().abs().min().item<float>(), 0.0f);
@@ -134,7 +140,7 @@ TEST(LambdaSchedule, ConstantLinearPiecewise) {
   EXPECT_DOUBLE_EQ(c.at(0), 0.05);
   EXPECT_DOUBLE_EQ(c.at(100000), 0.05);
   prune::LambdaSchedule lin;
-  lin.kind = "linear";
+  lin.kind = LambdaScheduleKind::kLinear;
   lin.value = 0.2;
   lin.warmup_steps = 100;
   EXPECT_DOUBLE_EQ(lin.at(0), 0.0);
@@ -142,7 +148,7 @@ TEST(LambdaSchedule, ConstantLinearPiecewise) {
   EXPECT_DOUBLE_EQ(lin.at(100), 0.2);
   EXPECT_DOUBLE_EQ(lin.at(500), 0.2);
   prune::LambdaSchedule pw;
-  pw.kind = "piecewise";
+  pw.kind = LambdaScheduleKind::kPiecewise;
   pw.steps = {10, 20, 40};
   pw.values = {0.01, 0.02, 0.1};
   pw.validate();

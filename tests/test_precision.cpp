@@ -166,7 +166,7 @@ TEST(Precision, Bf16RunsTheProductsAndKeepsAttentionNormsGatesAndLossInFp32) {
     }
   }
   // fp32: the gates' penalty and the loss.
-  const auto penalty = gates->penalty("layer_mean");
+  const auto penalty = gates->penalty(PenaltyNorm::kLayerMean);
   EXPECT_EQ(penalty.scalar_type(), torch::kFloat32);
   const auto ls = train::label_smoothed_loss(logits, b.tgt_out, 0.1);
   EXPECT_EQ(ls.loss.scalar_type(), torch::kFloat32);

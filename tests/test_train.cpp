@@ -70,12 +70,13 @@ TEST(Schedule, CosineAndLinearDecayToZeroAtTheBudget) {
   // No warm-up: the decay starts at step 0.
   EXPECT_DOUBLE_EQ(train::linear_lr(0, 1e-3, 0, 0.0, 10), 1e-3);
   EXPECT_NEAR(train::linear_lr(5, 1e-3, 0, 0.0, 10), 5e-4, 1e-15);
-  // The dispatcher follows train.lr_schedule's names.
-  EXPECT_DOUBLE_EQ(train::scheduled_lr("cosine", 600, 1e-3, 100, 0.0, 1100),
+  // The dispatcher follows train.lr_schedule's names, parsed once.
+  auto named = [](const char* name) { return parse_choice<LrSchedule>(name, "train.lr_schedule"); };
+  EXPECT_DOUBLE_EQ(train::scheduled_lr(named("cosine"), 600, 1e-3, 100, 0.0, 1100),
                    train::cosine_lr(600, 1e-3, 100, 0.0, 1100));
-  EXPECT_DOUBLE_EQ(train::scheduled_lr("linear", 600, 1e-3, 100, 0.0, 1100), 5e-4);
-  EXPECT_DOUBLE_EQ(train::scheduled_lr("constant", 600, 1e-3, 100, 0.0, 1100), 1e-3);
-  EXPECT_DOUBLE_EQ(train::scheduled_lr("inverse_sqrt", 400, 1e-3, 100, 0.0, 1100), 5e-4);
+  EXPECT_DOUBLE_EQ(train::scheduled_lr(named("linear"), 600, 1e-3, 100, 0.0, 1100), 5e-4);
+  EXPECT_DOUBLE_EQ(train::scheduled_lr(named("constant"), 600, 1e-3, 100, 0.0, 1100), 1e-3);
+  EXPECT_DOUBLE_EQ(train::scheduled_lr(named("inverse_sqrt"), 400, 1e-3, 100, 0.0, 1100), 5e-4);
 }
 
 std::vector<train::Example> examples_of_lengths(const std::vector<std::pair<int, int>>& lens) {

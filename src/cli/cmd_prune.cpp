@@ -43,7 +43,7 @@ void add_prune_command(CLI::App& app) {
     train::TrainOptions o;
     o.run_dir = a->out;
     o.init_from = config.prune.init_from;
-    if (config.prune.method == "fisher") {
+    if (config.prune.method == PruneMethod::kFisher) {
       const auto lock = train::check_run_folder(config, o.run_dir, o.rank);
       std::filesystem::create_directories(o.run_dir);
       prune::fisher_prune_command(config, o);

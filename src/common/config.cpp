@@ -209,6 +209,25 @@ Field field(std::string key, std::string type, Access access, Validator<T> valid
   return f;
 }
 
+// A choice (include/headcount/common/choices.h): read from its name, written back as its name.
+template <typename E, typename Access>
+Field choice_field(std::string key, Access access, std::string help) {
+  Field f;
+  f.key = std::move(key);
+  f.type = "string";
+  f.help = std::move(help);
+  f.set = [access](Config& c, const YAML::Node& n) {
+    const auto name = convert<std::string>(n);
+    const auto v = find_choice<E>(name);
+    if (!v) throw ValueError{fmt::format("expected one of {}, got '{}'", choice_list<E>(), name)};
+    access(c) = *v;
+  };
+  f.get = [access](const Config& c) {
+    return YAML::Node(choice_name(access(const_cast<Config&>(c))));
+  };
+  return f;
+}
+
 #define HC_ACCESS(member)   \
   [](Config & c) -> auto& { \
     return c.member;        \
@@ -305,11 +324,12 @@ const std::vector<Field>& schema() {
                  "batches accumulated per optimizer step"),
       field<double>("train.lr", "float", HC_ACCESS(train.lr), range(1e-7, 10.0),
                     "peak learning rate (end of warm-up); train.lr_schedule decides what follows"),
-      field<std::string>("train.lr_schedule", "string", HC_ACCESS(train.lr_schedule),
-                         one_of({"inverse_sqrt", "constant", "cosine", "linear"}),
-                         "after the warm-up: inverse square root decay, constant (fine-tuning), or "
-                         "cosine / linear decay to zero at train.max_steps (a converged end within "
-                         "a fixed budget)"),
+      choice_field<LrSchedule>(
+          "train.lr_schedule",
+          HC_ACCESS(train.lr_schedule),
+          "after the warm-up: inverse square root decay, constant (fine-tuning), or "
+          "cosine / linear decay to zero at train.max_steps (a converged end within "
+          "a fixed budget)"),
       field<int>("train.warmup_steps", "int", HC_ACCESS(train.warmup_steps), range(0, 10000000),
                  "linear warm-up steps"),
       field<double>("train.warmup_init_lr", "float", HC_ACCESS(train.warmup_init_lr),
@@ -341,8 +361,8 @@ const std::vector<Field>& schema() {
                  "beam size of the dev BLEU evaluation (1 = greedy)"),
       field<int>("train.eval_max_sentences", "int", HC_ACCESS(train.eval_max_sentences),
                  range(0, INT32_MAX), "dev sentences decoded for BLEU; 0 = all"),
-      field<std::string>("train.best_metric", "string", HC_ACCESS(train.best_metric),
-                         one_of({"bleu", "loss"}), "what picks the best checkpoint"),
+      choice_field<BestMetric>("train.best_metric", HC_ACCESS(train.best_metric),
+                               "what picks the best checkpoint"),
       field<int>("train.patience", "int", HC_ACCESS(train.patience), range(0, 1000000),
                  "stop after this many evaluations without improvement; 0 = never"),
       field<int>("train.keep_last", "int", HC_ACCESS(train.keep_last), range(0, 1000000),
@@ -378,9 +398,8 @@ const std::vector<Field>& schema() {
                                       "parts trained besides the gates; [] = gates only"),
       field<double>("prune.lambda", "float", HC_ACCESS(prune.lambda), range(0.0, 1e6),
                     "coefficient of the L0 penalty (constant and linear schedules)"),
-      field<std::string>("prune.lambda_schedule", "string", HC_ACCESS(prune.lambda_schedule),
-                         one_of({"constant", "linear", "piecewise"}),
-                         "how lambda changes with the step"),
+      choice_field<LambdaScheduleKind>("prune.lambda_schedule", HC_ACCESS(prune.lambda_schedule),
+                                       "how lambda changes with the step"),
       field<int>("prune.lambda_warmup_steps", "int", HC_ACCESS(prune.lambda_warmup_steps),
                  range(0, INT32_MAX), "linear schedule: steps from 0 to prune.lambda"),
       field<std::vector<double>>("prune.lambda_steps", "list of numbers",
@@ -389,9 +408,9 @@ const std::vector<Field>& schema() {
       field<std::vector<double>>("prune.lambda_values", "list of numbers",
                                  HC_ACCESS(prune.lambda_values), any<std::vector<double>>(),
                                  "piecewise schedule: values from each change point"),
-      field<std::string>(
-          "prune.penalty_norm", "string", HC_ACCESS(prune.penalty_norm),
-          one_of({"sum", "layer_mean"}),
+      choice_field<PenaltyNorm>(
+          "prune.penalty_norm",
+          HC_ACCESS(prune.penalty_norm),
           "sum of P_open over heads (paper) or mean over gated layers (Voita's code)"),
       field<int>("prune.target_heads", "int", HC_ACCESS(prune.target_heads), range(0, 1000000),
                  "keep exactly this many gated heads (Lagrangian target mode); 0 = off"),
@@ -411,13 +430,12 @@ const std::vector<Field>& schema() {
       field<double>("prune.init_log_alpha", "float", HC_ACCESS(prune.init_log_alpha),
                     range(-100.0, 100.0),
                     "initial log_alpha; >= ln((1-l)/(r-1)) leaves the converged model unchanged"),
-      field<std::string>("prune.noise", "string", HC_ACCESS(prune.noise),
-                         one_of({"head", "example"}),
-                         "one gate draw per head per batch, or per head per example"),
-      field<std::string>("prune.method", "string", HC_ACCESS(prune.method),
-                         one_of({"l0", "fisher"}),
-                         "l0 (gated fine-tuning) | fisher (post-training Fisher masks, Kwon et "
-                         "al. 2022: minutes, no fine-tuning)"),
+      choice_field<GateNoise>("prune.noise", HC_ACCESS(prune.noise),
+                              "one gate draw per head per batch, or per head per example"),
+      choice_field<PruneMethod>(
+          "prune.method", HC_ACCESS(prune.method),
+          "l0 (gated fine-tuning) | fisher (post-training Fisher masks, Kwon et "
+          "al. 2022: minutes, no fine-tuning)"),
       field<std::vector<double>>(
           "prune.target_heads_per_type", "list of numbers", HC_ACCESS(prune.target_heads_per_type),
           heads_per_type(),
@@ -666,7 +684,7 @@ Config ConfigLoader::finish() const {
   const auto& p = c.prune;
   const int budgets = (p.target_heads > 0) + !p.target_heads_per_type.empty() +
                       (p.flops_fraction > 0) + (p.latency_fraction > 0);
-  if (p.method == "fisher") {
+  if (p.method == PruneMethod::kFisher) {
     HC_CHECK(budgets == 1,
              "prune.method fisher (from {}) needs exactly one budget: prune.target_heads (from "
              "{}), prune.target_heads_per_type (from {}), prune.flops_fraction (from {}) or "
@@ -678,7 +696,7 @@ Config ConfigLoader::finish() const {
     HC_CHECK(p.target_heads_per_type.empty() && p.flops_fraction == 0 && p.latency_fraction == 0,
              "prune.target_heads_per_type, prune.flops_fraction and prune.latency_fraction are "
              "budgets of prune.method fisher, but prune.method is {} (from {})",
-             p.method, origin("prune.method"));
+             choice_name(p.method), origin("prune.method"));
   }
   return c;
 }

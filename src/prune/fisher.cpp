@@ -674,8 +674,8 @@ void FisherRun::run_fisher() {
 }  // namespace
 
 void fisher_prune_command(const Config& config, const train::TrainOptions& options) {
-  HC_CHECK(config.prune.method == "fisher", "fisher_prune_command: prune.method is {}",
-           config.prune.method);
+  HC_CHECK(config.prune.method == PruneMethod::kFisher, "fisher_prune_command: prune.method is {}",
+           choice_name(config.prune.method));
   HC_CHECK(options.init_from, "prune.init_from is required: the converged checkpoint to prune");
   HC_CHECK(!options.comm, "prune.method fisher runs in one process (no launch)");
   FisherRun run(config, options);

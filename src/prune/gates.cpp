@@ -16,8 +16,6 @@ HardConcreteGateImpl::HardConcreteGateImpl(int64_t num_heads, HardConcreteOption
            options_.stretch_low, options_.stretch_high);
   HC_CHECK(options_.temperature > 0, "hard-concrete temperature must be positive, got {}",
            options_.temperature);
-  HC_CHECK(options_.noise == "head" || options_.noise == "example",
-           "gate noise must be 'head' or 'example', got '{}'", options_.noise);
   log_alpha = register_parameter("log_alpha", torch::full({num_heads}, options_.init_log_alpha));
 }
 
@@ -31,7 +29,7 @@ double HardConcreteGateImpl::open_threshold() const {
 
 torch::Tensor HardConcreteGateImpl::sample(int64_t batch) {
   const double l = options_.stretch_low, r = options_.stretch_high, eps = options_.eps;
-  const bool per_example = options_.noise == "example";
+  const bool per_example = options_.noise == GateNoise::kExample;
   std::vector<int64_t> shape =
       per_example ? std::vector<int64_t>{batch, num_heads()} : std::vector<int64_t>{num_heads()};
   auto u = torch::rand(shape, log_alpha.options().requires_grad(false)) * (1 - 2 * eps) + eps;

@@ -64,16 +64,16 @@ void HeadGatesImpl::clear() {
   for (auto& l : layers_) l.attention->set_head_scale({});
 }
 
-torch::Tensor HeadGatesImpl::penalty(const std::string& norm) const {
+torch::Tensor HeadGatesImpl::penalty(PenaltyNorm norm) const {
   HC_CHECK(!layers_.empty(), "no gated attention layer: nothing to prune");
   std::vector<torch::Tensor> sums;
   for (const auto& l : layers_) sums.push_back(l.gate->penalty());
   auto total = torch::stack(sums).sum();
-  return norm == "layer_mean" ? total / static_cast<double>(layers_.size()) : total;
+  return norm == PenaltyNorm::kLayerMean ? total / static_cast<double>(layers_.size()) : total;
 }
 
 torch::Tensor HeadGatesImpl::expected_open() const {
-  return penalty("sum");
+  return penalty(PenaltyNorm::kSum);
 }
 
 int64_t HeadGatesImpl::total_heads() const {

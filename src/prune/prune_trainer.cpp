@@ -80,7 +80,8 @@ std::vector<train::ParamGroup> L0Pruning::parameter_groups(model::Transformer& m
                 ? fmt::format("target {} heads (Lagrangian, ramp {} steps)",
                               config_.prune.target_heads, config_.prune.target_warmup_steps)
                 : fmt::format("lambda {} ({}), L_C normalised as {}", config_.prune.lambda,
-                              config_.prune.lambda_schedule, config_.prune.penalty_norm));
+                              choice_name(config_.prune.lambda_schedule),
+                              choice_name(config_.prune.penalty_norm)));
   // The model's trained parts at the scheduled rate, the gates at prune.gate_lr.
   std::vector<train::ParamGroup> groups;
   if (!trained_parameters.empty()) groups.push_back({trained_parameters, std::nullopt});

@@ -7,8 +7,8 @@
 namespace headcount::prune {
 
 double LambdaSchedule::at(int64_t step) const {
-  if (kind == "constant") return value;
-  if (kind == "linear") {
+  if (kind == LambdaScheduleKind::kConstant) return value;
+  if (kind == LambdaScheduleKind::kLinear) {
     if (warmup_steps <= 0 || step >= warmup_steps) return value;
     return value * static_cast<double>(std::max<int64_t>(step, 0)) /
            static_cast<double>(warmup_steps);
@@ -20,10 +20,8 @@ double LambdaSchedule::at(int64_t step) const {
 }
 
 void LambdaSchedule::validate() const {
-  HC_CHECK(kind == "constant" || kind == "linear" || kind == "piecewise",
-           "lambda schedule must be constant, linear or piecewise, got '{}'", kind);
   HC_CHECK(value >= 0, "lambda must be non-negative, got {}", value);
-  if (kind == "piecewise") {
+  if (kind == LambdaScheduleKind::kPiecewise) {
     HC_CHECK(!steps.empty() && steps.size() == values.size(),
              "a piecewise lambda needs as many steps as values ({} and {})", steps.size(),
              values.size());

@@ -39,11 +39,18 @@ double linear_lr(int64_t step, double peak_lr, int64_t warmup, double init_lr, i
   return peak_lr * (1.0 - decay_progress(step, warmup, total));
 }
 
-double scheduled_lr(const std::string& schedule, int64_t step, double peak_lr, int64_t warmup,
+double scheduled_lr(LrSchedule schedule, int64_t step, double peak_lr, int64_t warmup,
                     double init_lr, int64_t total) {
-  if (schedule == "constant") return constant_lr(step, peak_lr, warmup, init_lr);
-  if (schedule == "cosine") return cosine_lr(step, peak_lr, warmup, init_lr, total);
-  if (schedule == "linear") return linear_lr(step, peak_lr, warmup, init_lr, total);
+  switch (schedule) {
+    case LrSchedule::kConstant:
+      return constant_lr(step, peak_lr, warmup, init_lr);
+    case LrSchedule::kCosine:
+      return cosine_lr(step, peak_lr, warmup, init_lr, total);
+    case LrSchedule::kLinear:
+      return linear_lr(step, peak_lr, warmup, init_lr, total);
+    case LrSchedule::kInverseSqrt:
+      break;
+  }
   return inverse_sqrt_lr(step, peak_lr, warmup, init_lr);
 }
 

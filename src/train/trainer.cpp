@@ -571,7 +571,7 @@ void Trainer::apply_update(StepStats& s) {
 
 void Trainer::evaluate_and_checkpoint(Progress& progress) {
   const auto r = evaluate();
-  const double score = config_.train.best_metric == "bleu" ? r.bleu : -r.loss;
+  const double score = config_.train.best_metric == BestMetric::kBleu ? r.bleu : -r.loss;
   const bool improved = state_.best_step < 0 || score > state_.best_score;
   if (improved) {
     state_.best_score = score;
@@ -640,8 +640,8 @@ void Trainer::write_summary(const TrainSummary& summary, double seconds, int64_t
       {"status", summary.early_stopped ? "early-stopped" : "finished"},
       {"steps", state_.step},
       {"best_step", state_.best_step},
-      {"best_metric", t.best_metric},
-      {"best_score", t.best_metric == "bleu" ? state_.best_score : -state_.best_score},
+      {"best_metric", choice_name(t.best_metric)},
+      {"best_score", t.best_metric == BestMetric::kBleu ? state_.best_score : -state_.best_score},
       {"precision", precision_.name()},
       {"precision_reason", precision_.reason},
       {"train_seconds", seconds},
@@ -718,9 +718,9 @@ TrainSummary train_command(const Config& config, const TrainOptions& options) {
             s.interrupted     ? "stopped"
             : s.early_stopped ? "early-stopped"
                               : "finished",
-            s.steps, config.train.best_metric,
-            config.train.best_metric == "bleu" ? s.best_score : -s.best_score, s.best_step,
-            duration(s.seconds), s.target_tokens_per_second);
+            s.steps, choice_name(config.train.best_metric),
+            config.train.best_metric == BestMetric::kBleu ? s.best_score : -s.best_score,
+            s.best_step, duration(s.seconds), s.target_tokens_per_second);
   return s;
 }
 

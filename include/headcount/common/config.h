@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "headcount/common/choices.h"
+
 namespace headcount {
 
 namespace fs = std::filesystem;
@@ -79,7 +81,7 @@ struct TrainConfig {
   int max_tokens = 4096;  // per batch: sentences x padded length, on the longer side
   int update_freq = 1;    // gradient accumulation: batches per optimizer step
   double lr = 7e-4;       // peak learning rate, reached at the end of the warm-up
-  std::string lr_schedule = "inverse_sqrt";  // inverse_sqrt | constant (after the warm-up)
+  LrSchedule lr_schedule = LrSchedule::kInverseSqrt;  // after the warm-up
   int warmup_steps = 4000;
   double warmup_init_lr = 1e-7;
   double adam_beta1 = 0.9;
@@ -94,8 +96,8 @@ struct TrainConfig {
   int eval_every = 1000;  // optimizer steps between dev evaluations and checkpoints
   int save_every = 0;     // steps between extra saves of checkpoints/last; 0: at evaluations only
   int eval_beam = 1;      // 1: greedy decoding for dev BLEU
-  int eval_max_sentences = 0;        // 0: the whole dev set
-  std::string best_metric = "bleu";  // bleu | loss
+  int eval_max_sentences = 0;  // 0: the whole dev set
+  BestMetric best_metric = BestMetric::kBleu;
   int patience = 10;  // stop after this many evaluations without improvement; 0: never
   int keep_last = 2;  // step-N checkpoints kept besides last and best
   int log_every = 100;
@@ -122,13 +124,13 @@ struct PruneConfig {
   std::vector<std::string> train_parts = {"encoder", "decoder", "embeddings"};
   // L_C coefficient: constant, linear (warm-up from 0) or piecewise.
   double lambda = 0.05;
-  std::string lambda_schedule = "constant";
+  LambdaScheduleKind lambda_schedule = LambdaScheduleKind::kConstant;
   int lambda_warmup_steps = 0;
   std::vector<double> lambda_steps;   // piecewise: steps at which the value changes...
   std::vector<double> lambda_values;  // ...and the values from there on
   // "sum": L_C = sum over gated heads of P_open (the paper); "layer_mean": the mean over gated
   // layers of their sums (Voita et al.'s code). It changes what a given lambda means.
-  std::string penalty_norm = "layer_mean";
+  PenaltyNorm penalty_norm = PenaltyNorm::kLayerMean;
   // Target mode (Wang et al. 2020; CoFi): a total number of heads to keep (0: off), reached through
   // Lagrange multipliers with a target ramped over target_warmup_steps; the final mask keeps
   // exactly that many heads.
@@ -143,13 +145,13 @@ struct PruneConfig {
   double stretch_low = -0.1;
   double stretch_high = 1.1;
   double init_log_alpha = 3.0;
-  std::string noise = "head";  // head | example
+  GateNoise noise = GateNoise::kHead;
   // "l0": the gated fine-tuning above. "fisher": Kwon et al. 2022's post-training pruning (no
   // fine-tuning): diagonal Fisher information of each head's mask on calibration sentences, the
   // best mask under a budget, mask rearrangement within layers, a least-squares refit of each
   // pruned layer's output projection. Its budget is exactly one of target_heads,
   // target_heads_per_type, flops_fraction and latency_fraction.
-  std::string method = "l0";
+  PruneMethod method = PruneMethod::kL0;
   std::vector<double> target_heads_per_type;  // [enc_self, dec_self, enc_dec] heads to keep
   double flops_fraction = 0;    // keep at most this fraction of the decoding FLOPs (0: off)
   double latency_fraction = 0;  // ... of the decoding latency measured on this machine (0: off)

@@ -16,6 +16,8 @@
 
 #include <string>
 
+#include "headcount/common/choices.h"
+
 namespace headcount::prune {
 
 struct HardConcreteOptions {
@@ -28,16 +30,16 @@ struct HardConcreteOptions {
   // exactly what the converged model did at step 0 (Voita's code starts near 0 instead, which
   // halves every head at once; CoFi starts at 10).
   double init_log_alpha = 3.0;
-  // "head": one draw per head per batch, shared by its examples (Voita's code);
-  // "example": one draw per head per example.
-  std::string noise = "head";
+  // kHead: one draw per head per batch, shared by its examples (Voita's code);
+  // kExample: one draw per head per example.
+  GateNoise noise = GateNoise::kHead;
 };
 
 class HardConcreteGateImpl : public torch::nn::Module {
  public:
   HardConcreteGateImpl(int64_t num_heads, HardConcreteOptions options = {});
 
-  // Training: a sample, [H] (noise "head") or [batch, H] (noise "example"). Eval: the
+  // Training: a sample, [H] (noise kHead) or [batch, H] (noise kExample). Eval: the
   // deterministic gate [H].
   torch::Tensor forward(int64_t batch);
   torch::Tensor sample(int64_t batch);

@@ -37,9 +37,9 @@ class HeadGatesImpl : public torch::nn::Module {
   void apply_values(const std::map<std::string, torch::Tensor>& values);
   void clear();
 
-  // L_C: sum of P_open over all gated heads ("sum"), or the mean over gated layers of each
-  // layer's sum ("layer_mean").
-  torch::Tensor penalty(const std::string& norm) const;
+  // L_C: sum of P_open over all gated heads (kSum), or the mean over gated layers of each
+  // layer's sum (kLayerMean).
+  torch::Tensor penalty(PenaltyNorm norm) const;
   // Expected number of open heads: sum of P_open.
   torch::Tensor expected_open() const;
   int64_t total_heads() const;

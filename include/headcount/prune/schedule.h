@@ -5,13 +5,15 @@
 #include <string>
 #include <vector>
 
+#include "headcount/common/choices.h"
+
 namespace headcount::prune {
 
 struct LambdaSchedule {
-  std::string kind = "constant";  // constant | linear | piecewise
-  double value = 0.0;             // constant, and the end value of linear
-  int64_t warmup_steps = 0;       // linear: from 0 at step 0 to `value` at this step
-  std::vector<int64_t> steps;     // piecewise: from steps[i] on, lambda = values[i]
+  LambdaScheduleKind kind = LambdaScheduleKind::kConstant;
+  double value = 0.0;          // constant, and the end value of linear
+  int64_t warmup_steps = 0;    // linear: from 0 at step 0 to `value` at this step
+  std::vector<int64_t> steps;  // piecewise: from steps[i] on, lambda = values[i]
   std::vector<double> values;
 
   double at(int64_t step) const;

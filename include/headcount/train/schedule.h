@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <string>
 
+#include "headcount/common/choices.h"
+
 namespace headcount::train {
 
 // Linear warm-up from `init_lr` to `peak_lr` over `warmup` steps, then inverse square root decay
@@ -18,8 +20,8 @@ double constant_lr(int64_t step, double peak_lr, int64_t warmup, double init_lr)
 // lr(s) = peak * (total - s) / (total - warmup). Zero from `total` on.
 double cosine_lr(int64_t step, double peak_lr, int64_t warmup, double init_lr, int64_t total);
 double linear_lr(int64_t step, double peak_lr, int64_t warmup, double init_lr, int64_t total);
-// The schedule named by train.lr_schedule: inverse_sqrt | constant | cosine | linear.
-double scheduled_lr(const std::string& schedule, int64_t step, double peak_lr, int64_t warmup,
+// The schedule train.lr_schedule chose.
+double scheduled_lr(LrSchedule schedule, int64_t step, double peak_lr, int64_t warmup,
                     double init_lr, int64_t total);
 
 }  // namespace headcount::train
