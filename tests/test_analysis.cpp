@@ -4,7 +4,9 @@
 
 #include "tensor_util.h"
 
+#include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "headcount/analysis/head_stats.h"
 
@@ -164,13 +166,15 @@ TEST(RankCorrelation, SpearmanByHandWithTies) {
 #include <nlohmann/json.hpp>
 
 #include "headcount/analysis/analyzer.h"
+#include "headcount/analysis/compare.h"
 #include "headcount/common/io.h"
 #include "headcount/common/text.h"
+#include "headcount/data/batching.h"
 #include "headcount/data/links.h"
 #include "headcount/data/vocab.h"
-#include "headcount/train/batching.h"
-#include "headcount/train/checkpoint.h"
-#include "headcount/train/loss.h"
+#include "headcount/model/loss.h"
+#include "headcount/run/checkpoint.h"
+#include "headcount/run/run_folder.h"
 #include "headcount/train/trainer.h"
 #include "test_util.h"
 #include "tiny_corpus.h"
@@ -198,8 +202,8 @@ TEST(Importance, MatchesFiniteDifferencesPerToken) {
   ASSERT_EQ(heads.size(), 6u);  // 2 heads in each of the three attention layers
 
   // The same sentence, by hand.
-  const auto info = train::read_checkpoint_info(ckpt);
-  auto m = train::load_model(info, torch::kCPU);
+  const auto info = run::read_checkpoint_info(ckpt);
+  auto m = run::load_model(info, torch::kCPU);
   m->eval();
   const auto src_vocab = data::Vocab::load(info.vocab.src_model);
   const auto tgt_vocab = data::Vocab::load(info.vocab.tgt_model);
@@ -207,8 +211,8 @@ TEST(Importance, MatchesFiniteDifferencesPerToken) {
   data::ParallelText one;
   one.src = {corpus.dev.src[0]};
   one.tgt = {corpus.dev.tgt[0]};
-  const auto ex = train::encode_pairs(one, src_vocab, tgt_vocab, 1000);
-  const auto b = train::collate(ex, {0}, torch::kCPU);
+  const auto ex = data::encode_pairs(one, src_vocab, tgt_vocab, 1000);
+  const auto b = data::collate(ex, {0}, torch::kCPU);
   const int64_t S = b.src.size(1), T = b.tgt_in.size(1);
   auto loss_with = [&](AttentionType type, int64_t token, int64_t head, double value) {
     torch::NoGradGuard no_grad;
@@ -218,7 +222,7 @@ TEST(Importance, MatchesFiniteDifferencesPerToken) {
     layer->set_head_scale(scale);
     const auto logits = m->forward(b.src, b.tgt_in);
     layer->set_head_scale({});
-    const auto ls = train::label_smoothed_loss(logits, b.tgt_out, 0.0);
+    const auto ls = model::label_smoothed_loss(logits, b.tgt_out, 0.0);
     return ls.nll.item<double>() / static_cast<double>(ls.tokens);
   };
   for (size_t i = 0; i < heads.size(); ++i) {
@@ -283,6 +287,76 @@ TEST(Analyzer, BleuMatchesEvalAndMaskingEverythingHurts) {
   EXPECT_GT(rel.sentences, 0);
   EXPECT_GT(rel.tokens, rel.sentences);
   EXPECT_TRUE(std::isfinite(rel.source_share) && std::isfinite(rel.reached_inputs));
+}
+
+// `analyze compare` against a hand-written removal log: Michel et al.'s heads are the least
+// important of each type, as many per type as L0 removed; the BLEU figures are the analyzer's for
+// those masks; Spearman is over the gated heads against their removal steps (kept heads last).
+TEST(Analyzer, CompareWithImportanceFollowsTheRemovalLog) {
+  testing::TempDir dir;
+  const auto ckpt = tiny_model(dir);
+  AnalyzeOptions o;
+  o.checkpoint = ckpt;
+  o.sentences = 0;
+  Analyzer an(o);
+  const auto heads = an.heads();
+  const auto imp = an.importance(false);
+  ASSERT_EQ(heads.size(), 6u);
+  // enc_self head 1 removed at step 20, dec_self head 0 and enc_dec head 1 at step 40.
+  auto removed_at = [](const HeadId& h) -> std::optional<int64_t> {
+    if (h.type == AttentionType::kEncSelf && h.head == 1) return 20;
+    if (h.type == AttentionType::kDecSelf && h.head == 0) return 40;
+    if (h.type == AttentionType::kEncDec && h.head == 1) return 40;
+    return std::nullopt;
+  };
+  const fs::path run_dir = dir / "run";
+  fs::create_directories(run_dir);
+  std::vector<run::HeadRemoval> rows;
+  std::vector<HeadId> l0_removed;
+  std::vector<double> steps;
+  for (const auto& h : heads) {
+    run::HeadRemoval r;
+    r.head = h;
+    r.removal_step = removed_at(h);
+    r.p_open = 0.5;
+    r.gate = r.removal_step ? 0.0 : 1.0;
+    if (r.removal_step) {
+      r.dev_bleu = 1.0;
+      l0_removed.push_back(h);
+    }
+    steps.push_back(r.removal_step ? static_cast<double>(*r.removal_step) : 41.0);
+    rows.push_back(r);
+  }
+  run::write_head_removal(run::RunFolder{run_dir}.head_removal(), rows, run::HeadRemovalKind::kL0);
+  // Michel: the lower-importance head of each type (one removed per type).
+  std::vector<HeadId> michel;
+  for (size_t i = 0; i < heads.size(); i += 2) {
+    ASSERT_EQ(heads[i].type, heads[i + 1].type);
+    michel.push_back(imp[i] <= imp[i + 1] ? heads[i] : heads[i + 1]);
+  }
+  CompareOptions c;
+  c.run = run_dir;
+  c.out = dir / "compare";
+  const auto r = compare_l0_with_importance(o, c);
+  EXPECT_EQ(r.gated, 6u);
+  EXPECT_EQ(r.removed, 3u);
+  auto sorted = [](std::vector<HeadId> v) {
+    std::sort(v.begin(), v.end());
+    return v;
+  };
+  EXPECT_EQ(sorted(r.michel_removed), sorted(michel));
+  EXPECT_DOUBLE_EQ(r.bleu_full, an.bleu({}));
+  EXPECT_DOUBLE_EQ(r.bleu_l0_masked, an.bleu(l0_removed));
+  EXPECT_DOUBLE_EQ(r.bleu_michel_masked, an.bleu(michel));
+  EXPECT_NEAR(r.spearman_importance, spearman(imp, steps), 1e-12);
+  EXPECT_FALSE(r.bleu_l0_tuned.has_value());  // no pruned/ in the run
+  EXPECT_FALSE(r.bleu_michel_tuned.has_value());
+  const auto j = nlohmann::json::parse(io::read_file(run::RunFolder{c.out}.compare()));
+  EXPECT_EQ(j["removed_heads"], 3);
+  EXPECT_DOUBLE_EQ(j["bleu_michel_same_counts_masked_no_finetuning"].get<double>(),
+                   r.bleu_michel_masked);
+  EXPECT_TRUE(j["bleu_l0_pruned_checkpoint_finetuned"].is_null());
+  EXPECT_EQ(j["michel_removed_heads"].size(), 3u);
 }
 
 // Heads as aligners against given gold links, through the library and the command.

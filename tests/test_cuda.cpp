@@ -13,10 +13,10 @@
 
 #include "headcount/common/precision.h"
 #include "headcount/decode/search.h"
+#include "headcount/model/loss.h"
 #include "headcount/model/transformer.h"
 #include "headcount/prune/head_gates.h"
-#include "headcount/train/checkpoint.h"
-#include "headcount/train/loss.h"
+#include "headcount/run/checkpoint.h"
 #include "headcount/train/trainer.h"
 #include "test_util.h"
 #include "tiny_corpus.h"
@@ -72,7 +72,7 @@ TEST(Cuda, TrainingStepGivesTheCpuLossGradientsAndUpdate) {
     torch::optim::Adam adam(m->parameters(), torch::optim::AdamOptions(1e-3));
     adam.zero_grad();
     const auto ls =
-        train::label_smoothed_loss(m->forward(batch.src, batch.tgt_in), batch.tgt_out, 0.1);
+        model::label_smoothed_loss(m->forward(batch.src, batch.tgt_in), batch.tgt_out, 0.1);
     (ls.loss / static_cast<double>(ls.tokens)).backward();
     std::vector<torch::Tensor> grads;
     for (const auto& p : m->parameters()) grads.push_back(p.grad().detach().to(kCpu).clone());
@@ -112,9 +112,9 @@ TEST(Cuda, Bf16AutocastRunsTheProductsInBf16NearFp32) {
   const double scale = want.abs().max().item<double>();
   EXPECT_LT((logits.to(torch::kFloat32).to(kCpu) - want).abs().max().item<double>(), 0.05 * scale);
   // The loss is fp32 (log-softmax in fp32 from bf16 logits) and within 1%.
-  const auto ls = train::label_smoothed_loss(logits, bc.tgt_out, 0.1);
+  const auto ls = model::label_smoothed_loss(logits, bc.tgt_out, 0.1);
   EXPECT_EQ(ls.loss.scalar_type(), torch::kFloat32);
-  const double want_loss = train::label_smoothed_loss(want, b.tgt_out, 0.1).loss.item<double>();
+  const double want_loss = model::label_smoothed_loss(want, b.tgt_out, 0.1).loss.item<double>();
   EXPECT_NEAR(ls.loss.item<double>(), want_loss, 0.01 * want_loss);
 }
 

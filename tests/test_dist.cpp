@@ -16,7 +16,7 @@
 #include "headcount/common/io.h"
 #include "headcount/dist/distributed.h"
 #include "headcount/dist/launch.h"
-#include "headcount/train/checkpoint.h"
+#include "headcount/run/checkpoint.h"
 #include "test_util.h"
 #include "tiny_corpus.h"
 
@@ -160,10 +160,10 @@ TEST(Distributed, TwoProcessesMatchOneProcessOnTheSameGlobalBatches) {
   EXPECT_NE(log.find("[rank 0]"), std::string::npos);
   EXPECT_NE(log.find("parameters identical on all 2 processes"), std::string::npos);
 
-  const auto a = train::load_weights_file(dir / "two" / "checkpoints" / "last" / "model.pt");
+  const auto a = run::load_weights_file(dir / "two" / "checkpoints" / "last" / "model.pt");
   std::map<std::string, torch::Tensor> b;
   for (const auto& [name, t] :
-       train::load_weights_file(dir / "one" / "checkpoints" / "last" / "model.pt"))
+       run::load_weights_file(dir / "one" / "checkpoints" / "last" / "model.pt"))
     b[name] = t;
   ASSERT_EQ(a.size(), b.size());
   ASSERT_FALSE(a.empty());

@@ -17,7 +17,7 @@
 #include "headcount/data/vocab.h"
 #include "headcount/prune/fisher.h"
 #include "headcount/prune/head_gates.h"
-#include "headcount/train/checkpoint.h"
+#include "headcount/run/checkpoint.h"
 #include "tiny_corpus.h"
 
 namespace headcount {
@@ -25,11 +25,11 @@ namespace {
 
 using model::AttentionType;
 
-std::vector<train::Example> random_examples(int n, uint64_t seed) {
+std::vector<data::Example> random_examples(int n, uint64_t seed) {
   std::mt19937 rng(seed);
-  std::vector<train::Example> out;
+  std::vector<data::Example> out;
   for (int i = 0; i < n; ++i) {
-    train::Example e;
+    data::Example e;
     const int ls = 2 + static_cast<int>(rng() % 6), lt = 2 + static_cast<int>(rng() % 6);
     for (int k = 0; k < ls; ++k) e.src.push_back(4 + static_cast<int>(rng() % 16));
     for (int k = 0; k < lt; ++k) e.tgt.push_back(4 + static_cast<int>(rng() % 16));
@@ -49,14 +49,14 @@ model::Transformer random_model() {
 
 // The summed token cross-entropy of one sentence, with every head of every layer scaled by
 // `scales` (key -> [H]).
-torch::Tensor sentence_loss(model::Transformer& m, const train::Example& e,
+torch::Tensor sentence_loss(model::Transformer& m, const data::Example& e,
                             const std::map<std::string, torch::Tensor>& scales) {
   for (auto type : model::kAttentionTypes) {
     auto attns = m->attention_layers(type);
     for (size_t i = 0; i < attns.size(); ++i)
       attns[i]->set_head_scale(scales.at(prune::HeadGatesImpl::key(type, static_cast<int>(i))));
   }
-  const auto b = train::collate({e}, {0}, torch::kCPU);
+  const auto b = data::collate({e}, {0}, torch::kCPU);
   const auto logits = m->forward(b.src, b.tgt_in);
   return torch::nll_loss(torch::log_softmax(logits.reshape({-1, logits.size(-1)}), -1),
                          b.tgt_out.reshape(-1), {}, at::Reduction::Sum, data::kPadId);
@@ -286,7 +286,7 @@ TEST(Fisher, PruneCommandWritesTheRunFolderOfAnL0Run) {
   o.init_from = base;
   fs::create_directories(o.run_dir);
   prune::fisher_prune_command(c, o);
-  const auto info = train::read_checkpoint_info(o.run_dir / "pruned");
+  const auto info = run::read_checkpoint_info(o.run_dir / "pruned");
   EXPECT_EQ(info.architecture.total(AttentionType::kEncSelf) +
                 info.architecture.total(AttentionType::kDecSelf) +
                 info.architecture.total(AttentionType::kEncDec),
@@ -305,7 +305,7 @@ TEST(Fisher, PruneCommandWritesTheRunFolderOfAnL0Run) {
   EXPECT_TRUE(fs::exists(o.run_dir / "summary.json"));
   EXPECT_TRUE(fs::exists(o.run_dir / "README.md"));
   // The pruned model loads and decodes.
-  auto pruned = train::load_model(info, torch::kCPU);
+  auto pruned = run::load_model(info, torch::kCPU);
   EXPECT_GT(pruned->parameters().size(), 0u);
   // A second call finds the run finished and leaves it alone.
   const auto stamp = fs::last_write_time(o.run_dir / "pruning.json");

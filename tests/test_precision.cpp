@@ -10,9 +10,9 @@
 #include "headcount/common/config.h"
 #include "headcount/common/precision.h"
 #include "headcount/common/runtime.h"
+#include "headcount/model/loss.h"
 #include "headcount/model/transformer.h"
 #include "headcount/prune/head_gates.h"
-#include "headcount/train/loss.h"
 #include "headcount/train/trainer.h"
 #include "test_util.h"
 #include "tiny_corpus.h"
@@ -168,7 +168,7 @@ TEST(Precision, Bf16RunsTheProductsAndKeepsAttentionNormsGatesAndLossInFp32) {
   // fp32: the gates' penalty and the loss.
   const auto penalty = gates->penalty(PenaltyNorm::kLayerMean);
   EXPECT_EQ(penalty.scalar_type(), torch::kFloat32);
-  const auto ls = train::label_smoothed_loss(logits, b.tgt_out, 0.1);
+  const auto ls = model::label_smoothed_loss(logits, b.tgt_out, 0.1);
   EXPECT_EQ(ls.loss.scalar_type(), torch::kFloat32);
   (ls.loss + penalty).backward();
   // fp32: every gradient as accumulated (master weights), the gates' too.
@@ -200,7 +200,7 @@ TEST(Precision, Bf16GradientsAreWithinToleranceOfFp32) {
       PrecisionScope scope(bf16, cpu);
       logits = m->forward(b.src, b.tgt_in);
     }
-    const auto ls = train::label_smoothed_loss(logits, b.tgt_out, 0.1);
+    const auto ls = model::label_smoothed_loss(logits, b.tgt_out, 0.1);
     (ls.loss / static_cast<double>(ls.tokens)).backward();
     grads->clear();
     for (const auto& p : m->parameters()) grads->push_back(p.grad().clone());

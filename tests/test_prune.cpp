@@ -91,7 +91,7 @@ TEST(PruneHeads, TopNKeepsExactlyNHeads) {
 
 #include "headcount/common/io.h"
 #include "headcount/prune/prune_trainer.h"
-#include "headcount/train/checkpoint.h"
+#include "headcount/run/checkpoint.h"
 #include "headcount/train/trainer.h"
 
 namespace headcount {
@@ -172,9 +172,9 @@ TEST(PruneRun, HugeLambdaRemovesEveryHeadAndTheModelStillWorks) {
   EXPECT_EQ(s["heads_after_e_d_de"], "0/0/0");
   EXPECT_LT(s["parameters_after"].get<int64_t>(), s["parameters_before"].get<int64_t>());
   // The pruned checkpoint loads, decodes and can be trained further from scratch.
-  const auto info = train::read_checkpoint_info(dir / "p" / "pruned");
+  const auto info = run::read_checkpoint_info(dir / "p" / "pruned");
   EXPECT_EQ(info.architecture.total(), 0);
-  auto m = train::load_model(info, torch::kCPU);
+  auto m = run::load_model(info, torch::kCPU);
   decode::SearchOptions so;
   so.beam = 2;
   const auto out = decode::translate_ids(m, {{5, 6, 7}}, so, 1, torch::kCPU);
@@ -203,7 +203,7 @@ TEST(PruneRun, TargetModeEndsWithExactlyTheRequestedHeads) {
   c.prune.target_warmup_steps = 30;
   c.prune.lagrangian_lr = 0.5;
   run_prune(c, dir / "t");
-  const auto info = train::read_checkpoint_info(dir / "t" / "pruned");
+  const auto info = run::read_checkpoint_info(dir / "t" / "pruned");
   EXPECT_EQ(info.architecture.total(), 5);
   // The log shows the expected count approaching the target.
   const auto evals = events(dir / "t", "eval");
@@ -223,8 +223,8 @@ TEST(PruneRun, GatedModelInEvalModeEqualsThePrunedCheckpoint) {
   o.init_from = c.prune.init_from;
   prune::PruneTrainer trainer(c, o);
   trainer.run();
-  const auto info = train::read_checkpoint_info(dir / "g" / "pruned");
-  auto pruned = train::load_model(info, torch::kCPU);
+  const auto info = run::read_checkpoint_info(dir / "g" / "pruned");
+  auto pruned = run::load_model(info, torch::kCPU);
   auto& gated = trainer.model();
   trainer.gates()->apply_values(trainer.final_values());
   gated->eval();
@@ -234,7 +234,7 @@ TEST(PruneRun, GatedModelInEvalModeEqualsThePrunedCheckpoint) {
   auto tgt = torch::randint(4, info.tgt_vocab_size, {4, 6});
   EXPECT_TRUE(torch::allclose(gated->forward(src, tgt), pruned->forward(src, tgt), 1e-5, 1e-5));
   // Frozen parts did not move: the decoder equals the baseline's.
-  const auto base = train::load_model(train::read_checkpoint_info(c.prune.init_from), torch::kCPU);
+  const auto base = run::load_model(run::read_checkpoint_info(c.prune.init_from), torch::kCPU);
   EXPECT_TRUE(
       torch::equal(base->decoder_layers[0]->fc1->weight, gated->decoder_layers[0]->fc1->weight));
   EXPECT_FALSE(
@@ -287,8 +287,8 @@ TEST(PruneRun, ExportWithoutHeadsEqualsMaskingAndFineTunes) {
   EXPECT_EQ(arch.dec_self, (std::vector<int64_t>{4, 4}));
   EXPECT_EQ(arch.enc_dec, (std::vector<int64_t>{4, 0}));
   // The full model with the same heads masked (head scale 0) gives the same logits.
-  auto full = train::load_model(train::read_checkpoint_info(base), torch::kCPU);
-  auto small = train::load_model(train::read_checkpoint_info(dir / "michel"), torch::kCPU);
+  auto full = run::load_model(run::read_checkpoint_info(base), torch::kCPU);
+  auto small = run::load_model(run::read_checkpoint_info(dir / "michel"), torch::kCPU);
   full->eval();
   small->eval();
   {
@@ -308,7 +308,7 @@ TEST(PruneRun, ExportWithoutHeadsEqualsMaskingAndFineTunes) {
   o.run_dir = dir / "tuned";
   o.init_from = dir / "michel";
   train::train_command(c, o);
-  EXPECT_EQ(train::read_checkpoint_info(dir / "tuned" / "checkpoints" / "last").architecture, arch);
+  EXPECT_EQ(run::read_checkpoint_info(dir / "tuned" / "checkpoints" / "last").architecture, arch);
   // A head the checkpoint does not have, and an existing output folder, are errors.
   EXPECT_NE(testing::error_of([&] {
               prune::export_without_heads(base, {{AttentionType::kDecSelf, 2, 0}}, dir / "x");

@@ -16,7 +16,7 @@
 #include "headcount/common/config.h"
 #include "headcount/common/io.h"
 #include "headcount/common/run_guard.h"
-#include "headcount/train/checkpoint.h"
+#include "headcount/run/checkpoint.h"
 #include "headcount/train/trainer.h"
 #include "test_util.h"
 #include "tiny_corpus.h"
@@ -408,7 +408,7 @@ TEST(Reliability, TheUsersOwnConfigInTheOutFolderIsNeverOverwritten) {
 TEST(Reliability, ACheckpointWithAnotherVocabularyIsDetected) {
   TempDir dir;
   const fs::path ckpt = train_tiny_model(dir, 5);
-  EXPECT_NO_THROW(train::read_checkpoint_info(ckpt));
+  EXPECT_NO_THROW(run::read_checkpoint_info(ckpt));
   // Another SentencePiece model of the same size in place of the checkpoint's own.
   Config other = tiny_run_config(dir, 64);
   other.seed = 7;
@@ -421,7 +421,7 @@ TEST(Reliability, ACheckpointWithAnotherVocabularyIsDetected) {
   train::train_command(other, o);
   fs::copy_file(dir / "other" / "checkpoints" / "last" / "vocab" / "joint.model",
                 ckpt / "vocab" / "joint.model", fs::copy_options::overwrite_existing);
-  const std::string msg = error_of([&] { train::read_checkpoint_info(ckpt); });
+  const std::string msg = error_of([&] { run::read_checkpoint_info(ckpt); });
   EXPECT_NE(msg.find("joint.model: differs from the vocabulary the weights were trained with"),
             std::string::npos)
       << msg;

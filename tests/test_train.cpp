@@ -16,11 +16,11 @@
 #include "headcount/common/check.h"
 #include "headcount/common/io.h"
 #include "headcount/common/precision.h"
+#include "headcount/data/batching.h"
 #include "headcount/data/vocab.h"
 #include "headcount/decode/search.h"
-#include "headcount/train/batching.h"
-#include "headcount/train/checkpoint.h"
-#include "headcount/train/loss.h"
+#include "headcount/model/loss.h"
+#include "headcount/run/checkpoint.h"
 #include "headcount/train/schedule.h"
 #include "headcount/train/trainer.h"
 #include "test_util.h"
@@ -79,10 +79,10 @@ TEST(Schedule, CosineAndLinearDecayToZeroAtTheBudget) {
   EXPECT_DOUBLE_EQ(train::scheduled_lr(named("inverse_sqrt"), 400, 1e-3, 100, 0.0, 1100), 5e-4);
 }
 
-std::vector<train::Example> examples_of_lengths(const std::vector<std::pair<int, int>>& lens) {
-  std::vector<train::Example> out;
+std::vector<data::Example> examples_of_lengths(const std::vector<std::pair<int, int>>& lens) {
+  std::vector<data::Example> out;
   for (size_t i = 0; i < lens.size(); ++i) {
-    train::Example e;
+    data::Example e;
     e.src.assign(lens[i].first, 7);
     e.tgt.assign(lens[i].second, 8);
     e.id = static_cast<int64_t>(i);
@@ -95,7 +95,7 @@ TEST(Batching, TokenBudgetLengthSortingAndCoverage) {
   std::vector<std::pair<int, int>> lens;
   for (int i = 0; i < 200; ++i) lens.push_back({1 + (i * 37) % 50, 1 + (i * 53) % 45});
   const auto ex = examples_of_lengths(lens);
-  const auto batches = train::make_batches(ex, 256, 3);
+  const auto batches = data::make_batches(ex, 256, 3);
   std::vector<int> seen(ex.size(), 0);
   for (const auto& b : batches) {
     size_t longest = 0;
@@ -105,27 +105,27 @@ TEST(Batching, TokenBudgetLengthSortingAndCoverage) {
     }
     EXPECT_LE(longest * b.size(), 256u);  // padded tokens within the budget
   }
-  for (int s : seen) EXPECT_EQ(s, 1);                   // every example exactly once
-  EXPECT_EQ(train::make_batches(ex, 256, 3), batches);  // deterministic
+  for (int s : seen) EXPECT_EQ(s, 1);                  // every example exactly once
+  EXPECT_EQ(data::make_batches(ex, 256, 3), batches);  // deterministic
   // Epoch orders are permutations, differ between epochs, repeat for the same epoch.
-  const auto o1 = train::epoch_order(static_cast<int64_t>(batches.size()), 3, 0);
-  const auto o2 = train::epoch_order(static_cast<int64_t>(batches.size()), 3, 1);
+  const auto o1 = data::epoch_order(static_cast<int64_t>(batches.size()), 3, 0);
+  const auto o2 = data::epoch_order(static_cast<int64_t>(batches.size()), 3, 1);
   EXPECT_NE(o1, o2);
-  EXPECT_EQ(o1, train::epoch_order(static_cast<int64_t>(batches.size()), 3, 0));
+  EXPECT_EQ(o1, data::epoch_order(static_cast<int64_t>(batches.size()), 3, 0));
   auto sorted = o1;
   std::sort(sorted.begin(), sorted.end());
   for (size_t i = 0; i < sorted.size(); ++i) EXPECT_EQ(sorted[i], static_cast<int64_t>(i));
   // A pair longer than the budget is a clear error.
-  EXPECT_THROW(train::make_batches(examples_of_lengths({{300, 2}}), 256, 1), Error);
+  EXPECT_THROW(data::make_batches(examples_of_lengths({{300, 2}}), 256, 1), Error);
 }
 
 TEST(Batching, CollateAddsEosBosAndPadding) {
-  std::vector<train::Example> ex(2);
+  std::vector<data::Example> ex(2);
   ex[0].src = {10, 11};
   ex[0].tgt = {20};
   ex[1].src = {12};
   ex[1].tgt = {21, 22, 23};
-  const auto b = train::collate(ex, {0, 1}, torch::kCPU);
+  const auto b = data::collate(ex, {0, 1}, torch::kCPU);
   using data::kBosId, data::kEosId, data::kPadId;
   EXPECT_TRUE(torch::equal(
       b.src, torch::tensor({{10, 11, kEosId}, {12, kEosId, kPadId}}).to(torch::kInt64)));
@@ -144,7 +144,7 @@ TEST(Loss, LabelSmoothingByFormulaAndAgainstLibTorch) {
   auto logits = torch::randn({2, 3, 6});
   auto target = torch::tensor({{4, 5, data::kPadId}, {1, 4, 5}}).to(torch::kInt64);
   const double eps = 0.1;
-  const auto ls = train::label_smoothed_loss(logits, target, eps);
+  const auto ls = model::label_smoothed_loss(logits, target, eps);
   EXPECT_EQ(ls.tokens, 5);
   // By hand: (1 - eps) * -log p(y) + eps * mean_v -log p(v), over the 5 real tokens.
   auto lp = torch::log_softmax(logits, -1);
@@ -183,7 +183,7 @@ TEST(Loss, GradientsOfLossAndNllMatchLibTorchCrossEntropy) {
     for (const double w_nll : {0.0, 0.7}) {
       auto mine_in = base.clone().requires_grad_(true);
       auto ref_in = base.clone().requires_grad_(true);
-      const auto ls = train::label_smoothed_loss(mine_in, target, eps);
+      const auto ls = model::label_smoothed_loss(mine_in, target, eps);
       (ls.loss + w_nll * ls.nll).backward();
       const auto opts =
           F::CrossEntropyFuncOptions().ignore_index(data::kPadId).reduction(torch::kSum);
@@ -202,7 +202,7 @@ TEST(Loss, GradientsOfLossAndNllMatchLibTorchCrossEntropy) {
   // The NLL alone (as Michel's importance uses it) also has the right gradient.
   auto mine_in = base.clone().requires_grad_(true);
   auto ref_in = base.clone().requires_grad_(true);
-  train::label_smoothed_loss(mine_in, target, 0.1).nll.backward();
+  model::label_smoothed_loss(mine_in, target, 0.1).nll.backward();
   F::cross_entropy(ref_in.view({-1, V}), target.view({-1}),
                    F::CrossEntropyFuncOptions().ignore_index(data::kPadId).reduction(torch::kSum))
       .backward();
@@ -222,7 +222,7 @@ TEST(Loss, Bf16LogitsTakeTheBlockedPathWithTheSameLossAndGradient) {
     for (const int64_t rows : {3, 0}) {
       auto mine_in = base.clone().requires_grad_(true);
       auto ref_in = base.to(torch::kFloat32).requires_grad_(true);
-      const auto ls = train::label_smoothed_loss(mine_in, target, eps, rows);
+      const auto ls = model::label_smoothed_loss(mine_in, target, eps, rows);
       (ls.loss + 0.5 * ls.nll).backward();
       const auto opts =
           F::CrossEntropyFuncOptions().ignore_index(data::kPadId).reduction(torch::kSum);
@@ -257,8 +257,8 @@ TEST(Training, TinyModelLearnsToTranslateItsTrainingSentences) {
   // Dev = training sentences: translated exactly.
   EXPECT_GT(s.best_score, 95.0);
   // The last checkpoint decodes them with beam search too, through the public path.
-  const auto info = train::read_checkpoint_info(dir / "run" / "checkpoints" / "last");
-  auto m = train::load_model(info, torch::kCPU);
+  const auto info = run::read_checkpoint_info(dir / "run" / "checkpoints" / "last");
+  auto m = run::load_model(info, torch::kCPU);
   const auto vocab = data::Vocab::load(info.vocab.src_model);
   auto [es, en] = number_pairs(8, 0);
   std::vector<std::vector<int>> ids;
@@ -293,22 +293,22 @@ TEST(Checkpoint, RoundTripGivesIdenticalLogitsAndRejectsBadInput) {
   o.run_dir = dir / "run";
   train::Trainer trainer(c, o);
   trainer.run();
-  const auto info = train::read_checkpoint_info(dir / "run" / "checkpoints" / "last");
+  const auto info = run::read_checkpoint_info(dir / "run" / "checkpoints" / "last");
   EXPECT_EQ(info.state.step, 20);
   EXPECT_EQ(info.architecture, trainer.model()->architecture());
-  auto loaded = train::load_model(info, torch::kCPU);
+  auto loaded = run::load_model(info, torch::kCPU);
   trainer.model()->eval();
   loaded->eval();
   auto src = torch::randint(4, info.src_vocab_size, {3, 5});
   auto tgt = torch::randint(4, info.tgt_vocab_size, {3, 4});
   EXPECT_TRUE(torch::equal(trainer.model()->forward(src, tgt), loaded->forward(src, tgt)));
   // The weights file is a pickled dict that names every parameter.
-  const auto weights = train::load_weights_file(info.dir / "model.pt");
+  const auto weights = run::load_weights_file(info.dir / "model.pt");
   EXPECT_EQ(weights.size(), trainer.model()->parameters().size());
 
   auto expect_error = [](const fs::path& p, const std::string& needle) {
     try {
-      train::read_checkpoint_info(p);
+      run::read_checkpoint_info(p);
       ADD_FAILURE() << "no error for " << p;
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
@@ -318,9 +318,9 @@ TEST(Checkpoint, RoundTripGivesIdenticalLogitsAndRejectsBadInput) {
   // A corrupt weights file.
   fs::copy(info.dir, dir / "corrupt", fs::copy_options::recursive);
   std::ofstream(dir / "corrupt" / "model.pt") << "garbage";
-  auto cinfo = train::read_checkpoint_info(dir / "corrupt");
+  auto cinfo = run::read_checkpoint_info(dir / "corrupt");
   try {
-    train::load_model(cinfo, torch::kCPU);
+    run::load_model(cinfo, torch::kCPU);
     ADD_FAILURE() << "no error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("not a readable weights file"), std::string::npos);
@@ -419,7 +419,7 @@ TEST(Training, Bf16RunResumesOnTheSameLossCurveFromFp32Checkpoints) {
   int64_t killed_at = 0;
   expect_kill_and_resume_on_same_curve(dir, c, 40, &killed_at);
   const auto last = dir / "killed" / "checkpoints" / "last";
-  for (const auto& [name, w] : train::load_weights_file(last / "model.pt"))
+  for (const auto& [name, w] : run::load_weights_file(last / "model.pt"))
     EXPECT_EQ(w.scalar_type(), torch::kFloat32) << name;
   const auto summary = nlohmann::json::parse(io::read_file(dir / "killed" / "summary.json"));
   EXPECT_EQ(summary["precision"], "bf16");
@@ -511,11 +511,11 @@ TEST(Training, ArchitectureFromTrainsAPrunedLayoutFromScratch) {
   o.architecture_from = ckpt;
   const auto s = train::train_command(c, o);
   EXPECT_EQ(s.steps, 4);
-  const auto info = train::read_checkpoint_info(dir / "scratch" / "checkpoints" / "last");
+  const auto info = run::read_checkpoint_info(dir / "scratch" / "checkpoints" / "last");
   EXPECT_EQ(info.architecture.enc_self, (std::vector<int64_t>{1, 0}));
   EXPECT_EQ(info.architecture.enc_dec, (std::vector<int64_t>{0}));
   EXPECT_EQ(info.architecture.summary(), "1/2/0");
-  auto m = train::load_model(info, torch::kCPU);
+  auto m = run::load_model(info, torch::kCPU);
   EXPECT_EQ(m->encoder_layers[1]->self_attn->num_heads(), 0);
 
   // Only the architecture is needed: a run's records folder (architecture.json without weights)
@@ -523,19 +523,19 @@ TEST(Training, ArchitectureFromTrainsAPrunedLayoutFromScratch) {
   const fs::path records = dir / "records";
   fs::create_directories(records);
   fs::copy_file(ckpt / "architecture.json", records / "architecture.json");
-  EXPECT_EQ(train::read_architecture(records).summary(), "1/2/0");
-  EXPECT_EQ(train::read_architecture(records / "architecture.json").enc_self,
+  EXPECT_EQ(run::read_architecture(records).summary(), "1/2/0");
+  EXPECT_EQ(run::read_architecture(records / "architecture.json").enc_self,
             (std::vector<int64_t>{1, 0}));
   o.run_dir = dir / "from-records";
   o.architecture_from = records;
   train::train_command(c, o);
-  EXPECT_EQ(train::read_checkpoint_info(dir / "from-records" / "checkpoints" / "last")
+  EXPECT_EQ(run::read_checkpoint_info(dir / "from-records" / "checkpoints" / "last")
                 .architecture.summary(),
             "1/2/0");
-  const auto missing = testing::error_of([&] { train::read_architecture(dir / "nothing-here"); });
+  const auto missing = testing::error_of([&] { run::read_architecture(dir / "nothing-here"); });
   EXPECT_NE(missing.find("no architecture found"), std::string::npos) << missing;
   io::write_file_atomic(records / "architecture.json", "{\"enc_self\": [1,");
-  const auto corrupt = testing::error_of([&] { train::read_architecture(records); });
+  const auto corrupt = testing::error_of([&] { run::read_architecture(records); });
   EXPECT_NE(corrupt.find("not a valid architecture"), std::string::npos) << corrupt;
 }
 

@@ -1,5 +1,5 @@
-// SentencePiece beside LibTorch in one binary (the crash BUILD.md describes must never return),
-// training, the round trip, and the cache.
+// SentencePiece beside LibTorch in one binary (the start-up crash scripts/build_sentencepiece.sh
+// explains must never return), training, the round trip, and the cache.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 

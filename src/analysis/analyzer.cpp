@@ -16,14 +16,14 @@
 #include "headcount/common/precision.h"
 #include "headcount/common/runtime.h"
 #include "headcount/common/text.h"
+#include "headcount/data/batching.h"
 #include "headcount/data/corpus.h"
 #include "headcount/data/vocab.h"
 #include "headcount/decode/search.h"
 #include "headcount/eval/bleu.h"
+#include "headcount/model/loss.h"
+#include "headcount/run/checkpoint.h"
 #include "headcount/run/run_folder.h"
-#include "headcount/train/batching.h"
-#include "headcount/train/checkpoint.h"
-#include "headcount/train/loss.h"
 
 namespace headcount::analysis {
 
@@ -31,11 +31,11 @@ using model::AttentionType;
 
 struct Analyzer::State {
   AnalyzeOptions options;
-  train::CheckpointInfo info;
+  run::CheckpointInfo info;
   torch::Device device{torch::kCPU};
   model::Transformer model{nullptr};
   std::unique_ptr<data::Vocab> src_vocab, tgt_vocab;
-  std::vector<train::Example> examples;
+  std::vector<data::Example> examples;
   std::vector<std::string> references, sources;
   std::vector<HeadId> heads;
   std::vector<std::vector<int64_t>> batches;  // example indices per teacher-forced batch
@@ -71,12 +71,12 @@ std::vector<int64_t> frequency_rank(const std::vector<std::string>& lines, const
 Analyzer::Analyzer(const AnalyzeOptions& o) : s_(std::make_unique<State>()) {
   s_->options = o;
   HC_CHECK(o.split == "dev" || o.split == "test", "split: expected dev or test, got '{}'", o.split);
-  s_->info = train::read_checkpoint_info(o.checkpoint);
+  s_->info = run::read_checkpoint_info(o.checkpoint);
   const Config& c = s_->info.config;
   s_->device = runtime::resolve_device(c.device);
   runtime::apply_threads(
       c.threads, resolve_precision(c.decode.precision, s_->device, "decode.precision").bf16());
-  s_->model = train::load_model(s_->info, s_->device);
+  s_->model = run::load_model(s_->info, s_->device);
   s_->model->eval();
   s_->src_vocab = std::make_unique<data::Vocab>(data::Vocab::load(s_->info.vocab.src_model));
   s_->tgt_vocab = std::make_unique<data::Vocab>(data::Vocab::load(s_->info.vocab.tgt_model));
@@ -89,7 +89,7 @@ Analyzer::Analyzer(const AnalyzeOptions& o) : s_(std::make_unique<State>()) {
   s_->references = text.tgt;
   s_->sources = text.src;
   s_->examples =
-      train::encode_pairs(text, *s_->src_vocab, *s_->tgt_vocab, std::numeric_limits<int>::max());
+      data::encode_pairs(text, *s_->src_vocab, *s_->tgt_vocab, std::numeric_limits<int>::max());
   for (size_t i = 0; i < s_->examples.size(); i += o.batch_sentences) {
     std::vector<int64_t> b;
     for (size_t j = i; j < std::min(s_->examples.size(), i + o.batch_sentences); ++j)
@@ -121,7 +121,7 @@ std::vector<double> Analyzer::importance(bool normalize_layers) {
   std::map<std::pair<int, int64_t>, torch::Tensor> sums;  // (type, layer) -> [H]
   double src_tokens = 0, tgt_tokens = 0;
   for (const auto& idx : st.batches) {
-    const auto b = train::collate(st.examples, idx, st.device);
+    const auto b = data::collate(st.examples, idx, st.device);
     const auto src_mask = b.src.ne(data::kPadId).to(torch::kFloat);     // [B, S]
     const auto tgt_mask = b.tgt_in.ne(data::kPadId).to(torch::kFloat);  // [B, T]
     std::map<std::pair<int, int64_t>, torch::Tensor> scales;
@@ -138,7 +138,7 @@ std::vector<double> Analyzer::importance(bool normalize_layers) {
       }
     }
     const auto logits = st.model->forward(b.src, b.tgt_in);
-    const auto ls = train::label_smoothed_loss(logits, b.tgt_out, 0.0);
+    const auto ls = model::label_smoothed_loss(logits, b.tgt_out, 0.0);
     // The mean negative log-likelihood per target token of the batch (Michel's loss).
     (ls.nll / static_cast<double>(std::max<int64_t>(ls.tokens, 1))).backward();
     for (auto& [key, xi] : scales) {
@@ -204,7 +204,7 @@ std::vector<HeadStats> Analyzer::head_stats() {
   std::map<std::pair<int, int64_t>, std::vector<HeadStats>> per_layer;
   st.set_record(true);
   for (const auto& idx : st.batches) {
-    const auto b = train::collate(st.examples, idx, st.device);
+    const auto b = data::collate(st.examples, idx, st.device);
     st.model->forward(b.src, b.tgt_in);
     const auto src_len = b.src.ne(data::kPadId).sum(1).cpu();
     const auto tgt_len = b.tgt_in.ne(data::kPadId).sum(1).cpu();
@@ -265,7 +265,7 @@ torch::Tensor Analyzer::js_distances(AttentionType type) {
   auto layers = st.model->attention_layers(type);
   for (auto& l : layers) l->set_record(true);
   for (const auto& idx : st.batches) {
-    const auto b = train::collate(st.examples, idx, st.device);
+    const auto b = data::collate(st.examples, idx, st.device);
     st.model->forward(b.src, b.tgt_in);
     const auto src_len = b.src.ne(data::kPadId).sum(1).cpu();
     const auto tgt_len = b.tgt_in.ne(data::kPadId).sum(1).cpu();
@@ -322,7 +322,7 @@ SyntaxResult Analyzer::syntax(const std::vector<DepSentence>& parses) {
   auto layers = st.model->attention_layers(AttentionType::kEncSelf);
   for (auto& l : layers) l->set_record(true);
   for (const auto& idx : st.batches) {
-    const auto b = train::collate(st.examples, idx, st.device);
+    const auto b = data::collate(st.examples, idx, st.device);
     st.model->encode(b.src);
     const auto src_len = b.src.ne(data::kPadId).sum(1).cpu();
     std::vector<torch::Tensor> w(layers.size());
@@ -381,7 +381,7 @@ RelevanceResult Analyzer::relevance(double eps) {
   RelevanceResult r;
   const auto started = std::chrono::steady_clock::now();
   for (size_t i = 0; i < st.examples.size(); ++i) {
-    const auto b = train::collate(st.examples, {static_cast<int64_t>(i)}, st.device);
+    const auto b = data::collate(st.examples, {static_cast<int64_t>(i)}, st.device);
     const auto tr = propagate_relevance(*st.model, b.src[0], b.tgt_in[0], eps);
     const auto top = tr.top.to(torch::kDouble).cpu();
     for (auto t : model::kAttentionTypes) {
@@ -463,7 +463,7 @@ AlignmentResult Analyzer::alignment(const std::vector<std::string>& targets,
   r.layer_predict.resize(layers.size());
   r.layer_input.resize(layers.size());
   // The examples with the given targets, and each side's piece -> word map.
-  std::vector<train::Example> ex(n);
+  std::vector<data::Example> ex(n);
   std::vector<std::vector<int64_t>> src_map(n), tgt_map(n);
   std::vector<int64_t> n_src(n), n_tgt(n), usable;
   for (size_t i = 0; i < n; ++i) {
@@ -494,7 +494,7 @@ AlignmentResult Analyzer::alignment(const std::vector<std::string>& targets,
         usable.begin() + static_cast<int64_t>(start),
         usable.begin() +
             static_cast<int64_t>(std::min(usable.size(), start + st.options.batch_sentences)));
-    const auto b = train::collate(ex, idx, st.device);
+    const auto b = data::collate(ex, idx, st.device);
     st.model->forward(b.src, b.tgt_in);
     std::vector<torch::Tensor> w(layers.size());
     for (size_t l = 0; l < layers.size(); ++l)

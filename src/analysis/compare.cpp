@@ -10,7 +10,7 @@
 #include "headcount/common/log.h"
 #include "headcount/common/process.h"
 #include "headcount/common/run_guard.h"
-#include "headcount/prune/prune_trainer.h"
+#include "headcount/prune/export.h"
 #include "headcount/run/run_folder.h"
 
 namespace headcount::analysis {

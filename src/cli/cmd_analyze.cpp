@@ -21,8 +21,8 @@
 #include "headcount/common/text.h"
 #include "headcount/data/links.h"
 #include "headcount/prune/prune_trainer.h"
+#include "headcount/run/checkpoint.h"
 #include "headcount/run/run_folder.h"
-#include "headcount/train/checkpoint.h"
 
 namespace headcount::cli {
 namespace {
@@ -463,7 +463,7 @@ void run_relevance(const AnalyzeArgs& a, double eps, const std::string& run_dir)
 // Strong's numbers of the SWORD modules), and whether L0 keeps the heads that align.
 void run_align(const AnalyzeArgs& a, const std::string& target, const std::string& links_file,
                const std::string& run_dir, double margin) {
-  const auto info = train::read_checkpoint_info(a.options.checkpoint);
+  const auto info = run::read_checkpoint_info(a.options.checkpoint);
   const auto& d = info.config.data;
   const std::string& split = a.options.split;
   const fs::path tgt_path = target == "kjv" ? data_path(d, split + ".kjv.en")

@@ -20,12 +20,12 @@
 #include "headcount/data/vocab.h"
 #include "headcount/decode/search.h"
 #include "headcount/eval/bleu.h"
+#include "headcount/model/loss.h"
 #include "headcount/model/transformer.h"
 #include "headcount/prune/head_gates.h"
 #include "headcount/prune/prune_trainer.h"
+#include "headcount/run/checkpoint.h"
 #include "headcount/run/run_folder.h"
-#include "headcount/train/checkpoint.h"
-#include "headcount/train/loss.h"
 
 #include <nlohmann/json.hpp>
 
@@ -46,8 +46,9 @@ void set_blas_threads(int n) {
 }
 
 // One training step (forward, backward, Adam) of LibTorch's own nn::Transformer at the shapes of
-// PERF.md, under each thread setting; settings alternate within every repeat so that machine
-// noise hits them alike. Prints target tokens/s, median and spread.
+// `bench train` (d=256, 6+6 layers, 2048 target tokens), under each thread setting; settings
+// alternate within every repeat so that machine noise hits them alike. Prints target tokens/s,
+// median and spread.
 void bench_threads(const ThreadsArgs& a) {
   torch::manual_seed(1);
   const int64_t vocab = 8000, seq = 32, batch = std::max(1, a.tokens / 32);
@@ -179,7 +180,7 @@ void bench_train(const TrainBenchArgs& a, const Config& config) {
   auto step = [&] {
     for (auto& p : frozen) p.set_requires_grad(true);
     adam.zero_grad();
-    auto ls = train::label_smoothed_loss(forward(), tgt_out, 0.1);
+    auto ls = model::label_smoothed_loss(forward(), tgt_out, 0.1);
     (ls.loss / static_cast<double>(ls.tokens)).backward();
     adam.step();
   };
@@ -189,7 +190,7 @@ void bench_train(const TrainBenchArgs& a, const Config& config) {
   std::unique_ptr<prune::L0Pruning> l0;
   std::vector<train::ParamGroup> groups;
   std::unique_ptr<torch::optim::Adam> gated_adam;
-  train::Batch batch;
+  data::Batch batch;
   batch.ids.resize(static_cast<size_t>(a.sentences));
   int64_t gated_steps = 0;
   if (a.gated) {
@@ -211,7 +212,7 @@ void bench_train(const TrainBenchArgs& a, const Config& config) {
     for (auto& p : frozen) p.set_requires_grad(false);
     gated_adam->zero_grad();
     l0->before_forward(batch);
-    auto ls = train::label_smoothed_loss(forward(), tgt_out, 0.1);
+    auto ls = model::label_smoothed_loss(forward(), tgt_out, 0.1);
     const auto r = l0->regulariser(gated_steps);
     auto objective = ls.loss / static_cast<double>(ls.tokens);
     if (r.term.defined()) objective = objective + r.term;
@@ -316,27 +317,27 @@ double median_of(std::vector<double> v) {
 // --compare, a pruned checkpoint (and with --mask-from, the full model with the same heads
 // masked) measured alternately, against the speed-up its FLOPs predict.
 void bench_decode(const DecodeBenchArgs& a) {
-  const auto info = train::read_checkpoint_info(a.checkpoint);
+  const auto info = run::read_checkpoint_info(a.checkpoint);
   const Config& c = info.config;
   runtime::apply_threads(c.threads);
   const auto device = runtime::resolve_device(c.device);
   struct Variant {
     std::string name;
-    train::CheckpointInfo info;
+    run::CheckpointInfo info;
     model::Transformer model{nullptr};
     std::map<std::pair<int, int64_t>, torch::Tensor> masks;
   };
   std::vector<Variant> variants;
-  variants.push_back({"full", info, train::load_model(info, device), {}});
+  variants.push_back({"full", info, run::load_model(info, device), {}});
   if (!a.compare.empty()) {
-    const auto pi = train::read_checkpoint_info(a.compare);
+    const auto pi = run::read_checkpoint_info(a.compare);
     HC_CHECK(pi.src_vocab_size == info.src_vocab_size && pi.tgt_vocab_size == info.tgt_vocab_size,
              "--compare {}: another vocabulary than {}", a.compare, a.checkpoint);
-    variants.push_back({"pruned", pi, train::load_model(pi, device), {}});
+    variants.push_back({"pruned", pi, run::load_model(pi, device), {}});
   }
   if (!a.mask_from.empty()) {
     // The full model with the heads the prune run removed multiplied by 0 (no physical pruning).
-    Variant v{"masked", info, train::load_model(info, device), {}};
+    Variant v{"masked", info, run::load_model(info, device), {}};
     const fs::path csv = run::RunFolder{a.mask_from}.head_removal();
     int removed = 0;
     for (const auto& row : run::read_head_removal(csv)) {

@@ -14,7 +14,7 @@
 #include "headcount/decode/search.h"
 #include "headcount/eval/bleu.h"
 #include "headcount/eval/chrf.h"
-#include "headcount/train/checkpoint.h"
+#include "headcount/run/checkpoint.h"
 
 namespace headcount::cli {
 namespace {
@@ -39,7 +39,7 @@ void add_decode_args(CLI::App* cmd, DecodeArgs& a) {
 }
 
 struct Loaded {
-  train::CheckpointInfo info;
+  run::CheckpointInfo info;
   model::Transformer model{nullptr};
   std::unique_ptr<data::Vocab> src, tgt;
   torch::Device device{torch::kCPU};
@@ -49,7 +49,7 @@ struct Loaded {
 
 Loaded load(const DecodeArgs& a) {
   Loaded l;
-  l.info = train::read_checkpoint_info(a.checkpoint);
+  l.info = run::read_checkpoint_info(a.checkpoint);
   ConfigLoader loader;
   loader.apply_yaml_text(dump_config(l.info.config), a.checkpoint + "/config.yaml");
   for (const auto& s : a.sets) loader.apply_set(s);
@@ -59,7 +59,7 @@ Loaded load(const DecodeArgs& a) {
   const auto precision = resolve_precision(c.decode.precision, l.device, "decode.precision");
   runtime::apply_threads(c.threads, precision.bf16());
   log::info("decoding in {} ({})", precision.name(), precision.reason);
-  l.model = train::load_model(l.info, l.device);
+  l.model = run::load_model(l.info, l.device);
   l.model->eval();
   l.src = std::make_unique<data::Vocab>(data::Vocab::load(l.info.vocab.src_model));
   l.tgt = std::make_unique<data::Vocab>(data::Vocab::load(l.info.vocab.tgt_model));

@@ -11,10 +11,10 @@
 #include <regex>
 #include <set>
 
+#include "common/yaml_check.h"
 #include "headcount/common/check.h"
 #include "headcount/common/io.h"
 #include "headcount/common/text.h"
-#include "headcount/common/yaml_check.h"
 
 namespace headcount {
 namespace {

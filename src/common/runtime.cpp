@@ -22,8 +22,8 @@
 namespace headcount::runtime {
 namespace {
 
-// Below this a BLAS is not optimised: the reference BLAS reaches ~3-4 GFLOP/s here, OpenBLAS
-// ~60 on one core and ~130 on two.
+// Below this a BLAS is not optimised: a reference BLAS reaches a few GFLOP/s, OpenBLAS (and any
+// tuned BLAS) tens to hundreds (`headcount bench blas`).
 constexpr double kSlowGflops = 15.0;
 
 // The shared object that provides `sgemm_`, i.e. the BLAS LibTorch's matmuls end up in.

@@ -118,11 +118,6 @@ std::vector<std::u32string> split_py(std::u32string_view s) {
   return out;
 }
 
-std::vector<std::string> split_py_utf8(std::string_view s) {
-  std::vector<std::string> out;
-  for (const auto& w : split_py(to_u32(s))) out.push_back(to_utf8(w));
-  return out;
-}
 
 std::u32string_view rstrip_py(std::u32string_view s) {
   size_t n = s.size();
@@ -198,15 +193,6 @@ bool is_symbol(char32_t c) {
   return (U_GET_GC_MASK(static_cast<UChar32>(c)) & U_GC_S_MASK) != 0;
 }
 
-std::string replace_all(std::string s, std::string_view from, std::string_view to) {
-  if (from.empty()) return s;
-  size_t pos = 0;
-  while ((pos = s.find(from, pos)) != std::string::npos) {
-    s.replace(pos, from.size(), to);
-    pos += to.size();
-  }
-  return s;
-}
 
 std::string trim(std::string_view s) {
   size_t b = 0, e = s.size();

@@ -40,12 +40,6 @@ std::vector<int> Vocab::encode(const std::string& text) const {
   return ids;
 }
 
-std::vector<std::string> Vocab::encode_pieces(const std::string& text) const {
-  std::vector<std::string> pieces;
-  const auto status = sp_->Encode(text, &pieces);
-  HC_CHECK(status.ok(), "SentencePiece encode failed: {}", status.ToString());
-  return pieces;
-}
 
 std::string Vocab::decode(const std::vector<int>& ids) const {
   std::string text;

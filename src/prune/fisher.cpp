@@ -18,8 +18,8 @@
 #include "headcount/decode/search.h"
 #include "headcount/model/architecture.h"
 #include "headcount/prune/head_gates.h"
+#include "headcount/run/checkpoint.h"
 #include "headcount/run/run_folder.h"
-#include "headcount/train/checkpoint.h"
 
 namespace headcount::prune {
 
@@ -39,7 +39,7 @@ struct CalibLayer {
 
 }  // namespace
 
-CalibrationStats calibrate(model::Transformer& model, const std::vector<train::Example>& examples,
+CalibrationStats calibrate(model::Transformer& model, const std::vector<data::Example>& examples,
                            const std::vector<model::AttentionType>& types, int64_t max_tokens,
                            const torch::Device& device, bool with_gram) {
   HC_CHECK(!examples.empty(), "Fisher calibration needs at least one sentence");
@@ -64,12 +64,12 @@ CalibrationStats calibrate(model::Transformer& model, const std::vector<train::E
   }
   size_t longest = 0;
   for (const auto& e : examples) longest = std::max({longest, e.src.size() + 1, e.tgt.size() + 1});
-  const auto batches = train::make_batches(
-      examples, std::max<int64_t>(max_tokens, static_cast<int64_t>(longest)), 1);
+  const auto batches =
+      data::make_batches(examples, std::max<int64_t>(max_tokens, static_cast<int64_t>(longest)), 1);
   const auto start = Clock::now();
   size_t done = 0;
   for (const auto& idx : batches) {
-    const train::Batch b = train::collate(examples, idx, device);
+    const data::Batch b = data::collate(examples, idx, device);
     const int64_t bsz = b.size();
     for (auto& l : layers) {
       l.scale = torch::ones({bsz, l.attention->num_heads()},
@@ -345,7 +345,7 @@ void FisherRun::run_fisher() {
   std::iota(order.begin(), order.end(), size_t{0});
   std::mt19937_64 rng(static_cast<uint64_t>(config_.seed));
   std::shuffle(order.begin(), order.end(), rng);
-  std::vector<train::Example> calib;
+  std::vector<data::Example> calib;
   for (size_t i = 0;
        i < order.size() && calib.size() < static_cast<size_t>(p.calibration_sentences); ++i)
     calib.push_back(train_[order[i]]);
@@ -552,8 +552,8 @@ void FisherRun::run_fisher() {
     torch::NoGradGuard no_grad;
     pruned = prune_heads(model_, values);
   }
-  train::save_checkpoint(run::RunFolder{run}.pruned(), pruned, nullptr, state_, config_,
-                         vocab_files_);
+  run::save_checkpoint(run::RunFolder{run}.pruned(), pruned, nullptr, state_, config_,
+                       vocab_files_);
   const double save_seconds = seconds_since(t);
   const double pruning_seconds = seconds_since(t_all);
   int64_t params_after = 0;

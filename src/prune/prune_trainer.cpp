@@ -89,7 +89,7 @@ std::vector<train::ParamGroup> L0Pruning::parameter_groups(model::Transformer& m
   return groups;
 }
 
-void L0Pruning::before_forward(const train::Batch& batch) {
+void L0Pruning::before_forward(const data::Batch& batch) {
   gates_->apply_sample(batch.size());
 }
 
@@ -180,7 +180,7 @@ void L0Pruning::evaluation_extras(int64_t step, nlohmann::json& record) {
 }
 
 void L0Pruning::save(const fs::path& dir) {
-  train::save_weights(dir / "gates.pt", model::named_weights(*gates_));
+  run::save_weights(dir / "gates.pt", model::named_weights(*gates_));
   nlohmann::json j = {
       {"lambda1", lambda1_}, {"lambda2", lambda2_}, {"attention", config_.prune.attention}};
   io::write_file_atomic(dir / "prune_state.json", j.dump(2) + "\n");
@@ -190,7 +190,7 @@ void L0Pruning::load(const fs::path& dir) {
   std::error_code ec;
   HC_CHECK(fs::exists(dir / "gates.pt", ec), "{}: no gates.pt (not a checkpoint of a prune run)",
            dir.string());
-  model::load_weights(*gates_, train::load_weights_file(dir / "gates.pt"),
+  model::load_weights(*gates_, run::load_weights_file(dir / "gates.pt"),
                       (dir / "gates.pt").string());
   const auto j = nlohmann::json::parse(io::read_file(dir / "prune_state.json"));
   lambda1_ = j.at("lambda1").get<double>();
@@ -226,8 +226,8 @@ void L0Pruning::finish(train::Trainer& trainer) {
   int64_t before = 0, after = 0;
   for (const auto& p : model_->parameters()) before += p.numel();
   for (const auto& p : pruned->parameters()) after += p.numel();
-  train::save_checkpoint(run::RunFolder{options_.run_dir}.pruned(), pruned, nullptr,
-                         trainer.state(), config_, trainer.vocab_files());
+  run::save_checkpoint(run::RunFolder{options_.run_dir}.pruned(), pruned, nullptr, trainer.state(),
+                       config_, trainer.vocab_files());
   const std::string csv = write_head_removal_log(options_.run_dir);
   // Dev BLEU at step 0 (the converged model, gates fully open) from the metrics.
   const run::RunFolder folder{options_.run_dir};
@@ -273,88 +273,6 @@ void L0Pruning::finish(train::Trainer& trainer) {
       "wrote {}",
       model_->architecture().summary(), pruned->architecture().summary(), before, after, start_bleu,
       r.bleu, folder.pruned().string());
-}
-
-model::Architecture export_pruned(const fs::path& checkpoint, const fs::path& out) {
-  const auto info = train::read_checkpoint_info(checkpoint);
-  std::error_code ec;
-  HC_CHECK(fs::exists(checkpoint / "gates.pt", ec),
-           "{} has no gates.pt: not a checkpoint of a prune run", checkpoint.string());
-  HC_CHECK(!fs::exists(out, ec) || fs::is_empty(out, ec),
-           "{} exists and is not empty: refusing to overwrite it", out.string());
-  auto model = train::load_model(info, torch::kCPU);
-  HeadGates gates(model, gated_types(info.config.prune), gate_options(info.config.prune));
-  model::load_weights(*gates, train::load_weights_file(checkpoint / "gates.pt"),
-                      (checkpoint / "gates.pt").string());
-  const auto values = info.config.prune.target_heads > 0
-                          ? top_n_values(*gates, info.config.prune.target_heads)
-                          : gates->eval_values();
-  torch::NoGradGuard no_grad;
-  auto pruned = prune_heads(model, values);
-  train::save_checkpoint(out, pruned, nullptr, info.state, info.config, info.vocab);
-  return pruned->architecture();
-}
-
-model::Architecture export_without_heads(const fs::path& checkpoint,
-                                         const std::vector<model::HeadId>& removed,
-                                         const fs::path& out) {
-  const auto info = train::read_checkpoint_info(checkpoint);
-  std::error_code ec;
-  HC_CHECK(!fs::exists(out, ec) || fs::is_empty(out, ec),
-           "{} exists and is not empty: refusing to overwrite it", out.string());
-  auto model = train::load_model(info, torch::kCPU);
-  std::map<std::string, torch::Tensor> values;
-  for (const auto& h : removed) {
-    const auto& per_layer = info.architecture.heads(h.type);
-    HC_CHECK(h.layer >= 0 && h.layer < static_cast<int64_t>(per_layer.size()) && h.head >= 0 &&
-                 h.head < per_layer[h.layer],
-             "{} has no {} layer {} head {}", checkpoint.string(), model::attention_name(h.type),
-             h.layer, h.head);
-    const auto key = HeadGatesImpl::key(h.type, static_cast<int>(h.layer));
-    if (!values.count(key)) values[key] = torch::ones({per_layer[h.layer]});
-    values[key][h.head] = 0.0f;
-  }
-  torch::NoGradGuard no_grad;
-  auto pruned = prune_heads(model, values);
-  train::save_checkpoint(out, pruned, nullptr, info.state, info.config, info.vocab);
-  return pruned->architecture();
-}
-
-std::string write_head_removal_log(const fs::path& run_dir) {
-  const run::RunFolder folder{run_dir};
-  auto evals = run::read_gates(folder.gates());
-  HC_CHECK(!evals.empty(), "{} has no evaluation", folder.gates().string());
-  // A run extended after it finished has an earlier "final" line in the middle: only the last
-  // line may be final.
-  std::vector<run::GateSnapshot> kept;
-  for (size_t e = 0; e < evals.size(); ++e) {
-    if (!evals[e].final || e + 1 == evals.size()) kept.push_back(std::move(evals[e]));
-  }
-  evals = std::move(kept);
-  const size_t n_heads = evals.back().heads.size();
-  std::vector<run::HeadRemoval> rows;
-  for (size_t h = 0; h < n_heads; ++h) {
-    const auto& last = evals.back().heads[h];
-    run::HeadRemoval r;
-    r.head = last.head;
-    r.p_open = last.p_open;
-    r.gate = last.gate;
-    // The first evaluation from which the gate stayed 0 through the end.
-    for (size_t e = evals.size(); e-- > 0;) {
-      if (evals[e].heads[h].gate != 0.0) break;
-      r.removal_step = evals[e].step;
-      r.dev_bleu = evals[e].dev_bleu;
-    }
-    rows.push_back(r);
-  }
-  std::stable_sort(
-      rows.begin(), rows.end(), [](const run::HeadRemoval& a, const run::HeadRemoval& b) {
-        if (a.removal_step.has_value() != b.removal_step.has_value())
-          return a.removal_step.has_value();
-        return a.removal_step.value_or(0) < b.removal_step.value_or(0);  // removed heads first
-      });
-  run::write_head_removal(folder.head_removal(), rows, run::HeadRemovalKind::kL0);
-  return run::head_removal_csv(rows, run::HeadRemovalKind::kL0);
 }
 
 }  // namespace headcount::prune

@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "common/yaml_check.h"
 #include "headcount/common/check.h"
 #include "headcount/common/io.h"
 #include "headcount/common/log.h"
@@ -28,7 +29,6 @@
 #include "headcount/common/runtime.h"
 #include "headcount/common/signals.h"
 #include "headcount/common/text.h"
-#include "headcount/common/yaml_check.h"
 #include "headcount/run/run_folder.h"
 
 namespace headcount::sweep {

@@ -18,8 +18,8 @@
 #include "headcount/decode/search.h"
 #include "headcount/eval/bleu.h"
 #include "headcount/eval/chrf.h"
+#include "headcount/model/loss.h"
 #include "headcount/run/run_folder.h"
-#include "headcount/train/loss.h"
 #include "headcount/train/schedule.h"
 
 namespace headcount::train {
@@ -86,8 +86,8 @@ void Trainer::prepare() {
   corpus_ = data::load_corpus(config_.data);
   log::info("data: {} training pairs ({}), {} dev", corpus_.train.size(),
             corpus_.train_filter.summary(), corpus_.dev.size());
-  std::optional<CheckpointInfo> start;
-  if (options_.init_from) start = read_checkpoint_info(*options_.init_from);
+  std::optional<run::CheckpointInfo> start;
+  if (options_.init_from) start = run::read_checkpoint_info(*options_.init_from);
   if (start) {
     vocab_files_ = start->vocab;  // the vocabulary the weights were trained with
   } else {
@@ -98,12 +98,13 @@ void Trainer::prepare() {
   src_vocab_ = std::make_unique<data::Vocab>(data::Vocab::load(vocab_files_.src_model));
   tgt_vocab_ = std::make_unique<data::Vocab>(data::Vocab::load(vocab_files_.tgt_model));
   size_t dropped = 0;
-  train_ = encode_pairs(corpus_.train, *src_vocab_, *tgt_vocab_, config_.train.max_len, &dropped);
+  train_ =
+      data::encode_pairs(corpus_.train, *src_vocab_, *tgt_vocab_, config_.train.max_len, &dropped);
   HC_CHECK(!train_.empty(), "no training pair is within train.max_len ({}) subwords",
            config_.train.max_len);
   if (dropped)
     log::info("dropped {} training pairs longer than {} subwords", dropped, config_.train.max_len);
-  dev_ = encode_pairs(corpus_.dev, *src_vocab_, *tgt_vocab_, std::numeric_limits<int>::max());
+  dev_ = data::encode_pairs(corpus_.dev, *src_vocab_, *tgt_vocab_, std::numeric_limits<int>::max());
   // Dev pairs are not length-filtered: one the model cannot hold is an error now, naming its
   // line, rather than at the first evaluation after an interval of training.
   const int positions = config_.model.max_positions;
@@ -119,11 +120,12 @@ void Trainer::prepare() {
           e.id + 1, length, positions);
     }
   }
-  batches_ = make_batches(train_, config_.train.max_tokens, static_cast<uint64_t>(config_.seed));
+  batches_ =
+      data::make_batches(train_, config_.train.max_tokens, static_cast<uint64_t>(config_.seed));
 
   model::Architecture arch = model::Architecture::uniform(config_.model);
   if (options_.architecture_from) {
-    arch = read_architecture(*options_.architecture_from);
+    arch = run::read_architecture(*options_.architecture_from);
     arch.check_against(config_.model);
     log::info("architecture from {}: {} heads (enc/dec/enc-dec), trained from scratch",
               options_.architecture_from->string(), arch.summary());
@@ -141,7 +143,7 @@ void Trainer::prepare() {
   }
   model_ = model::Transformer(config_.model, arch, src_vocab_->size(), tgt_vocab_->size());
   if (start) {
-    model::load_weights(*model_, load_weights_file(start->dir / "model.pt"),
+    model::load_weights(*model_, run::load_weights_file(start->dir / "model.pt"),
                         (start->dir / "model.pt").string());
     log::info("initialised from {} (step {}, heads {})", start->dir.string(), start->state.step,
               arch.summary());
@@ -156,21 +158,22 @@ void Trainer::log_metrics(const nlohmann::json& record) {
 
 void Trainer::save(const fs::path& dir) {
   if (options_.rank != 0) return;
-  save_checkpoint(dir, model_, optimizer_.get(), state_, config_, vocab_files_,
-                  [this](const fs::path& tmp) {
-                    if (extension_) extension_->save(tmp);
-                  });
+  run::save_checkpoint(dir, model_, optimizer_.get(), state_, config_, vocab_files_,
+                       [this](const fs::path& tmp) {
+                         if (extension_) extension_->save(tmp);
+                       });
 }
 
 void Trainer::resume_from(const fs::path& dir) {
-  const auto info = read_checkpoint_info(dir);
+  const auto info = run::read_checkpoint_info(dir);
   HC_CHECK(info.architecture == model_->architecture(),
            "{}: the checkpoint's architecture ({}) differs from the run's ({})", dir.string(),
            info.architecture.summary(), model_->architecture().summary());
-  model::load_weights(*model_, load_weights_file(dir / "model.pt"), (dir / "model.pt").string());
+  model::load_weights(*model_, run::load_weights_file(dir / "model.pt"),
+                      (dir / "model.pt").string());
   if (extension_) extension_->load(dir);
-  load_optimizer(*optimizer_, dir);
-  load_rng_state(dir / "rng.pt");
+  run::load_optimizer(*optimizer_, dir);
+  run::load_rng_state(dir / "rng.pt");
   state_ = info.state;
   // Events logged after this checkpoint belong to the interrupted session: drop them.
   for (const auto& log_name : event_logs()) {
@@ -211,14 +214,14 @@ void Trainer::sync_checkpoint_set(const fs::path& ckpt_dir, bool evaluated) {
   const run::RunFolder f{options_.run_dir};
   const fs::path last = f.last();
   if (state_.best_step == state_.step && checkpoint_step(f.best()) != state_.step) {
-    copy_checkpoint(last, f.best());
+    run::copy_checkpoint(last, f.best());
     io::crash_point("train.saved_best");
   }
   const int keep = config_.train.keep_last;
   if (!evaluated || keep <= 0) return;
   const fs::path named = f.step_checkpoint(state_.step);
   if (checkpoint_step(named) != state_.step) {
-    copy_checkpoint(last, named);
+    run::copy_checkpoint(last, named);
     io::crash_point("train.saved_step");
   }
   std::vector<int64_t> steps;
@@ -248,14 +251,14 @@ EvalResult Trainer::evaluate() {
   for (const auto& e : dev_) longest = std::max({longest, e.src.size() + 1, e.tgt.size() + 1});
   const int64_t budget =
       std::max<int64_t>({config_.train.max_tokens, 1024, static_cast<int64_t>(longest)});
-  for (const auto& idx : make_batches(dev_, budget, 1)) {
-    const Batch b = collate(dev_, idx, device_);
+  for (const auto& idx : data::make_batches(dev_, budget, 1)) {
+    const data::Batch b = data::collate(dev_, idx, device_);
     torch::Tensor logits;
     {
       PrecisionScope scope(precision_, device_);
       logits = model_->forward(b.src, b.tgt_in);
     }
-    const auto ls = label_smoothed_loss(logits, b.tgt_out, config_.train.label_smoothing);
+    const auto ls = model::label_smoothed_loss(logits, b.tgt_out, config_.train.label_smoothing);
     loss += ls.loss.item<double>();
     nll += ls.nll.item<double>();
     tokens += ls.tokens;
@@ -306,7 +309,7 @@ class Trainer::Progress {
   // Shows the progress line (rewritten in place after every step on a terminal, a log line every
   // train.log_every steps otherwise); at a log step returns the window's record and starts a new
   // window.
-  std::optional<nlohmann::json> report(const TrainState& st, const TrainConfig& t, double lr,
+  std::optional<nlohmann::json> report(const run::TrainState& st, const TrainConfig& t, double lr,
                                        TrainingExtension* extension) {
     const bool log_now = st.step % t.log_every == 0;
     if (!log_now && !tty_) return std::nullopt;
@@ -497,8 +500,8 @@ Trainer::StepStats Trainer::train_step() {
 
 void Trainer::accumulate_batches(StepStats& s) {
   if (order_epoch_ != state_.epoch) {
-    order_ = epoch_order(static_cast<int64_t>(batches_.size()), static_cast<uint64_t>(config_.seed),
-                         state_.epoch);
+    order_ = data::epoch_order(static_cast<int64_t>(batches_.size()),
+                               static_cast<uint64_t>(config_.seed), state_.epoch);
     order_epoch_ = state_.epoch;
   }
   const auto& t = config_.train;
@@ -512,7 +515,7 @@ void Trainer::accumulate_batches(StepStats& s) {
     // Dropout and gate noise are a function of (seed, epoch, batch): the same whatever the number
     // of processes, and across a resume.
     seed_batch(static_cast<uint64_t>(config_.seed), state_.epoch, pos);
-    const Batch b = collate(train_, batches_[order_[pos]], device_);
+    const data::Batch b = data::collate(train_, batches_[order_[pos]], device_);
     if (extension_) extension_->before_forward(b);
     torch::Tensor logits;
     {
@@ -520,7 +523,7 @@ void Trainer::accumulate_batches(StepStats& s) {
       logits = model_->forward(b.src, b.tgt_in);
     }
     // Summed over the batch's target tokens: the gradients hold sums until apply_update.
-    const auto ls = label_smoothed_loss(logits, b.tgt_out, t.label_smoothing);
+    const auto ls = model::label_smoothed_loss(logits, b.tgt_out, t.label_smoothing);
     ls.loss.backward();
     s.tokens += ls.tokens;
     s.loss += ls.loss.item<double>();

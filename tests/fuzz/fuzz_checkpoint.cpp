@@ -5,7 +5,7 @@
 #include <fstream>
 
 #include "fuzz_util.h"
-#include "headcount/train/checkpoint.h"
+#include "headcount/run/checkpoint.h"
 #include "tiny_corpus.h"
 
 namespace {
@@ -40,8 +40,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::ofstream(ckpt / kFiles[data[0] % 5], std::ios::binary | std::ios::trunc)
       .write(reinterpret_cast<const char*>(data + 1), static_cast<std::streamsize>(size - 1));
   fuzz::expect_clear_error_or_success([&] {
-    const train::CheckpointInfo info = train::read_checkpoint_info(ckpt);
-    train::load_model(info, torch::kCPU);
+    const run::CheckpointInfo info = run::read_checkpoint_info(ckpt);
+    run::load_model(info, torch::kCPU);
   });
   return 0;
 }

@@ -18,9 +18,9 @@ namespace headcount {
 namespace fs = std::filesystem;
 
 struct ThreadsConfig {
-  // Measured on the 2-core machines (experiments/threads/README.md, `headcount bench threads`):
-  // one LibTorch thread with a 2-thread OpenBLAS trains ~1.35x faster than 2 LibTorch threads
-  // with a 1-thread OpenBLAS, and ~1.7x faster than 2 + 2, which oversubscribes the cores.
+  // Chosen by measurement on the 2-core machines (`headcount bench threads`; the figures are in
+  // experiments/threads/README.md): one LibTorch thread with an OpenBLAS thread per core is the
+  // fastest fp32 setting there; more LibTorch threads beside OpenBLAS's oversubscribe the cores.
   // LibTorch intra-op (OpenMP) threads; 0 = one per core; -1 = auto: one when the matrix products
   // run in fp32 (OpenBLAS has its own threads), one per core in bf16 (oneDNN runs on these).
   int intra_op = -1;

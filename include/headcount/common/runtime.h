@@ -18,9 +18,9 @@ struct BlasInfo {
 
 int num_cores();
 // LibTorch intra-op threads for the config: threads.intra_op when positive, one per core for 0;
-// for -1 (auto) one per core when the matrix products run in bf16 (oneDNN uses LibTorch's
-// threads: 2 threads run a bf16 product ~1.9x faster than one here), else one (OpenBLAS's own
-// threads run the fp32 products; experiments/threads).
+// for -1 (auto) one per core when the matrix products run in bf16 (oneDNN runs them on LibTorch's
+// threads; experiments/bf16), else one (OpenBLAS's own threads run the fp32 products;
+// experiments/threads).
 int intra_op_threads(const ThreadsConfig& threads, bool bf16);
 // Sets LibTorch intra-/inter-op threads and OpenBLAS threads from the config (0 = one per core),
 // then checks the BLAS once per process and warns loudly when it is a slow (reference) one.
@@ -34,7 +34,7 @@ void warn_if_slow_blas();
 // (glibc: no mmap'd chunks, no trimming of the heap). A training step frees and re-allocates the
 // same large tensors every step (64 MB of logits, 8 MB FFN activations); served by fresh mmaps
 // each time, every page is faulted in again, which costs more than the arithmetic on virtual
-// machines with slow page faults (measured: 1,045 -> 1,540 tokens/s for the benchmark step).
+// machines with slow page faults (experiments/bench-vs-pytorch/README.md has the measurement).
 // The resident size then stays at its peak, as with PyTorch's GPU caching allocator.
 // HEADCOUNT_RETURN_MEMORY=1 keeps glibc's defaults. Returns whether the settings were applied.
 bool keep_freed_memory();

@@ -28,7 +28,6 @@ bool is_py_space(char32_t c);
 
 // Python's s.split(): runs of whitespace separate fields, no empty fields.
 std::vector<std::u32string> split_py(std::u32string_view s);
-std::vector<std::string> split_py_utf8(std::string_view s);
 // Python's s.rstrip() / s.strip() with no argument.
 std::u32string_view rstrip_py(std::u32string_view s);
 std::string rstrip_py_utf8(std::string_view s);
@@ -46,8 +45,6 @@ bool is_number(char32_t c);       // \p{N}: Nd, Nl, No
 bool is_punctuation(char32_t c);  // \p{P}: Pc, Pd, Ps, Pe, Pi, Pf, Po
 bool is_symbol(char32_t c);       // \p{S}: Sm, Sc, Sk, So
 
-// Replaces every occurrence of `from` with `to`.
-std::string replace_all(std::string s, std::string_view from, std::string_view to);
 std::string trim(std::string_view s);
 
 // Levenshtein distance, used to suggest the closest valid name.

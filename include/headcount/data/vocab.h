@@ -30,7 +30,6 @@ class Vocab {
   ~Vocab();
 
   std::vector<int> encode(const std::string& text) const;
-  std::vector<std::string> encode_pieces(const std::string& text) const;
   std::string decode(const std::vector<int>& ids) const;
   int size() const;
   std::string piece(int id) const;

@@ -22,8 +22,8 @@
 #include <vector>
 
 #include "headcount/common/config.h"
+#include "headcount/data/batching.h"
 #include "headcount/model/transformer.h"
-#include "headcount/train/batching.h"
 #include "headcount/train/trainer.h"
 
 namespace headcount::prune {
@@ -40,7 +40,7 @@ struct CalibrationStats {
 
 // One pass (forward and backward, fp32, no dropout) over `examples` in batches of at most
 // `max_tokens`. The model's head scales are cleared afterwards.
-CalibrationStats calibrate(model::Transformer& model, const std::vector<train::Example>& examples,
+CalibrationStats calibrate(model::Transformer& model, const std::vector<data::Example>& examples,
                            const std::vector<model::AttentionType>& types, int64_t max_tokens,
                            const torch::Device& device, bool with_gram);
 

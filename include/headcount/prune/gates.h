@@ -1,7 +1,7 @@
 // Hard-Concrete gates (Louizos et al. 2018), one per attention head, as Voita et al. (2019) use
 // them to prune heads. Depends on nothing but tensors, so it is tested alone.
 //
-// With temperature beta, stretch limits (l, r) and eps (METHODS.md §1):
+// With temperature beta, stretch limits (l, r) and eps (Louizos et al. 2018, "hard concrete"):
 //   training sample   u ~ U(eps, 1 - eps), s = sigmoid((log u - log(1 - u) + log_alpha) / beta),
 //                     g = clamp(s (r - l) + l, 0, 1)
 //   P(gate != 0)      P_open = sigmoid(log_alpha - beta log(-l / r))   (the relaxed L0 norm)

@@ -4,6 +4,7 @@
 // (head_removal.csv), a readable summary (README.md) and a physically pruned checkpoint (pruned/).
 #pragma once
 
+#include "headcount/prune/export.h"
 #include "headcount/prune/head_gates.h"
 #include "headcount/prune/schedule.h"
 #include "headcount/train/trainer.h"
@@ -24,7 +25,7 @@ class L0Pruning : public train::TrainingExtension {
 
   std::vector<train::ParamGroup> parameter_groups(model::Transformer& model,
                                                   const torch::Device& device) override;
-  void before_forward(const train::Batch& batch) override;
+  void before_forward(const data::Batch& batch) override;
   train::Regulariser regulariser(int64_t step) override;
   void after_step(int64_t step, const train::Regulariser& r) override;
   void begin_evaluation() override;
@@ -63,20 +64,5 @@ class PruneTrainer {
   L0Pruning* l0_;  // owned by trainer_
   train::Trainer trainer_;
 };
-
-// Writes a physically pruned checkpoint of any checkpoint of a prune run (its gates.pt): the
-// eval gates, or in target mode the top prune.target_heads heads. Returns the new architecture.
-model::Architecture export_pruned(const fs::path& checkpoint, const fs::path& out);
-
-// Writes a physically pruned copy of any checkpoint without the given heads (e.g. the least
-// important ones by Michel et al.'s I_h), as a starting point for fine-tuning
-// (`train --init-from`). Returns the new architecture.
-model::Architecture export_without_heads(const fs::path& checkpoint,
-                                         const std::vector<model::HeadId>& removed,
-                                         const fs::path& out);
-
-// Reads gates.jsonl and metrics.jsonl of a run and writes head_removal.csv (one row per gated
-// head in the order heads were removed). Returns the rows as CSV text too.
-std::string write_head_removal_log(const fs::path& run_dir);
 
 }  // namespace headcount::prune

@@ -20,8 +20,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "headcount/data/batching.h"
 #include "headcount/model/transformer.h"
-#include "headcount/train/batching.h"
 
 namespace headcount::train {
 
@@ -53,7 +53,7 @@ class TrainingExtension {
 
   // Regulariser. before_forward is called before each training batch's forward pass (noise is
   // drawn here); regulariser once per optimizer step, after the batches' backward passes.
-  virtual void before_forward(const Batch& batch) {}
+  virtual void before_forward(const data::Batch& batch) {}
   virtual Regulariser regulariser(int64_t step) = 0;
 
   // After step: called after the optimizer step `step` (0-based) with that step's regulariser.

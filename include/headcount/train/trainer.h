@@ -22,13 +22,13 @@
 #include "headcount/common/config.h"
 #include "headcount/common/precision.h"
 #include "headcount/common/run_guard.h"
+#include "headcount/data/batching.h"
 #include "headcount/data/corpus.h"
 #include "headcount/data/vocab.h"
 #include "headcount/dist/distributed.h"
 #include "headcount/model/transformer.h"
+#include "headcount/run/checkpoint.h"
 #include "headcount/run/run_folder.h"
-#include "headcount/train/batching.h"
-#include "headcount/train/checkpoint.h"
 #include "headcount/train/extension.h"
 
 namespace headcount::train {
@@ -87,7 +87,7 @@ class Trainer {
   const Config& config() const { return config_; }
   const TrainOptions& options() const { return options_; }
   run::RunFolder folder() const { return {options_.run_dir}; }
-  const TrainState& state() const { return state_; }
+  const run::TrainState& state() const { return state_; }
   const data::VocabFiles& vocab_files() const { return vocab_files_; }
   // Appends a record to metrics.jsonl (rank 0).
   void log_metrics(const nlohmann::json& record);
@@ -100,9 +100,9 @@ class Trainer {
   data::VocabFiles vocab_files_;
   std::unique_ptr<data::Vocab> src_vocab_, tgt_vocab_;
   data::Corpus corpus_;
-  std::vector<Example> train_, dev_;
+  std::vector<data::Example> train_, dev_;
   model::Transformer model_{nullptr};
-  TrainState state_;
+  run::TrainState state_;
 
  private:
   // Statistics of one optimizer step, summed over the processes.

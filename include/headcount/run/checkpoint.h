@@ -25,7 +25,7 @@
 #include "headcount/model/architecture.h"
 #include "headcount/model/transformer.h"
 
-namespace headcount::train {
+namespace headcount::run {
 
 namespace fs = std::filesystem;
 
@@ -80,4 +80,4 @@ void copy_checkpoint(const fs::path& src, const fs::path& dst);
 // old contents. Readers see either the old or the new folder, never a mixture.
 void replace_directory(const fs::path& tmp, const fs::path& dst);
 
-}  // namespace headcount::train
+}  // namespace headcount::run

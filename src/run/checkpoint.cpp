@@ -1,4 +1,4 @@
-#include "headcount/train/checkpoint.h"
+#include "headcount/run/checkpoint.h"
 
 #include <fcntl.h>
 #include <stdio.h>
@@ -17,7 +17,7 @@
 #include "headcount/common/io.h"
 #include "headcount/common/run_guard.h"
 
-namespace headcount::train {
+namespace headcount::run {
 
 namespace {
 constexpr int kFormatVersion = 1;
@@ -333,4 +333,4 @@ void copy_checkpoint(const fs::path& src, const fs::path& dst) {
   replace_directory(tmp, dst);
 }
 
-}  // namespace headcount::train
+}  // namespace headcount::run

@@ -1,11 +1,11 @@
-#include "headcount/train/loss.h"
+#include "headcount/model/loss.h"
 
 #include <torch/autograd.h>
 #include <torch/torch.h>
 
 #include "headcount/data/vocab.h"
 
-namespace headcount::train {
+namespace headcount::model {
 namespace {
 
 // Per-row factors of the loss's closed-form gradient, from the upstream gradients of (loss, nll):
@@ -139,4 +139,4 @@ LossSums label_smoothed_loss(const torch::Tensor& logits, const torch::Tensor& t
   return sums;
 }
 
-}  // namespace headcount::train
+}  // namespace headcount::model

@@ -9,7 +9,7 @@
 #include "headcount/data/corpus.h"
 #include "headcount/data/vocab.h"
 
-namespace headcount::train {
+namespace headcount::data {
 
 struct Example {
   std::vector<int> src;  // subword ids, without EOS
@@ -44,4 +44,4 @@ std::vector<int64_t> epoch_order(int64_t num_batches, uint64_t seed, int64_t epo
 Batch collate(const std::vector<Example>& examples, const std::vector<int64_t>& indices,
               const torch::Device& device);
 
-}  // namespace headcount::train
+}  // namespace headcount::data

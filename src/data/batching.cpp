@@ -1,4 +1,4 @@
-#include "headcount/train/batching.h"
+#include "headcount/data/batching.h"
 
 #include <torch/torch.h>
 
@@ -9,7 +9,7 @@
 #include "headcount/common/check.h"
 #include "headcount/data/vocab.h"
 
-namespace headcount::train {
+namespace headcount::data {
 
 std::vector<Example> encode_pairs(const data::ParallelText& text, const data::Vocab& src,
                                   const data::Vocab& tgt, int max_len, size_t* dropped) {
@@ -119,4 +119,4 @@ Batch collate(const std::vector<Example>& examples, const std::vector<int64_t>& 
   return b;
 }
 
-}  // namespace headcount::train
+}  // namespace headcount::data

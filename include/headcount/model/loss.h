@@ -5,7 +5,7 @@
 
 #include <torch/types.h>
 
-namespace headcount::train {
+namespace headcount::model {
 
 struct LossSums {
   torch::Tensor loss;  // scalar, summed over tokens (the training objective)
@@ -20,4 +20,4 @@ struct LossSums {
 LossSums label_smoothed_loss(const torch::Tensor& logits, const torch::Tensor& target,
                              double epsilon, int64_t rows_per_block = 0);
 
-}  // namespace headcount::train
+}  // namespace headcount::model

@@ -1,0 +1,31 @@
+// What a prune run's records turn into without any training: physically pruned checkpoints (from
+// its gates, or without a given set of heads) and the head-removal log. The analyses use these
+// without depending on the trainer.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "headcount/model/architecture.h"
+
+namespace headcount::prune {
+
+namespace fs = std::filesystem;
+
+// Writes a physically pruned checkpoint of any checkpoint of a prune run (its gates.pt): the
+// eval gates, or in target mode the top prune.target_heads heads. Returns the new architecture.
+model::Architecture export_pruned(const fs::path& checkpoint, const fs::path& out);
+
+// Writes a physically pruned copy of any checkpoint without the given heads (e.g. the least
+// important ones by Michel et al.'s I_h), as a starting point for fine-tuning
+// (`train --init-from`). Returns the new architecture.
+model::Architecture export_without_heads(const fs::path& checkpoint,
+                                         const std::vector<model::HeadId>& removed,
+                                         const fs::path& out);
+
+// Reads gates.jsonl and metrics.jsonl of a run and writes head_removal.csv (one row per gated
+// head in the order heads were removed). Returns the rows as CSV text too.
+std::string write_head_removal_log(const fs::path& run_dir);
+
+}  // namespace headcount::prune
