@@ -337,6 +337,7 @@ TEST(Analyzer, CompareWithImportanceFollowsTheRemovalLog) {
   CompareOptions c;
   c.run = run_dir;
   c.out = dir / "compare";
+  c.export_michel = true;
   const auto r = compare_l0_with_importance(o, c);
   EXPECT_EQ(r.gated, 6u);
   EXPECT_EQ(r.removed, 3u);
@@ -357,6 +358,10 @@ TEST(Analyzer, CompareWithImportanceFollowsTheRemovalLog) {
                    r.bleu_michel_masked);
   EXPECT_TRUE(j["bleu_l0_pruned_checkpoint_finetuned"].is_null());
   EXPECT_EQ(j["michel_removed_heads"].size(), 3u);
+  // Michel's pruned model, physically one head fewer in each type's layer.
+  const auto michel_info = run::read_checkpoint_info(c.out / "michel-pruned");
+  for (auto t : {AttentionType::kEncSelf, AttentionType::kDecSelf, AttentionType::kEncDec})
+    EXPECT_EQ(michel_info.architecture.total(t), 1) << model::attention_name(t);
 }
 
 // Heads as aligners against given gold links, through the library and the command.

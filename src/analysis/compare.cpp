@@ -48,10 +48,9 @@ CompareResult compare_l0_with_importance(const AnalyzeOptions& options, const Co
   std::optional<double> l0_tuned;
   if (fs::exists(po.checkpoint / "model.pt")) l0_tuned = Analyzer(po).bleu({});
   std::optional<double> michel_tuned;
-  if (c.finetune) {
-    // Michel's heads removed physically (unless a fine-tuning of them is already under way),
-    // then fine-tuned.
-    const fs::path michel_ckpt = out / "michel-pruned", michel_run = out / "michel-finetuned";
+  const fs::path michel_ckpt = out / "michel-pruned", michel_run = out / "michel-finetuned";
+  if (c.finetune || c.export_michel) {
+    // Michel's heads removed physically (unless a fine-tuning of them is already under way).
     std::error_code ec;
     if (!fs::exists(run::RunFolder{michel_run}.last(), ec)) {
       std::vector<model::HeadId> refs;
@@ -60,6 +59,8 @@ CompareResult compare_l0_with_importance(const AnalyzeOptions& options, const Co
       const auto arch = prune::export_without_heads(options.checkpoint, refs, michel_ckpt);
       log::info("wrote {}: heads {} (enc/dec/enc-dec)", michel_ckpt.string(), arch.summary());
     }
+  }
+  if (c.finetune) {
     // The prune run's own config: the same steps, learning rate and batches as its L0
     // fine-tuning, without gates.
     log::info("fine-tuning {} with {}'s budget (log: {})", michel_ckpt.string(), run.string(),

@@ -660,13 +660,14 @@ void run_align(const AnalyzeArgs& a, const std::string& target, const std::strin
 // L0 pruning (a prune run) against Michel et al.'s importance pruning at equal head counts
 // (analysis/compare.h); prints the comparison.
 void run_compare(const AnalyzeArgs& a, const std::string& run_dir, bool finetune,
-                 int finetune_threads) {
+                 int finetune_threads, bool export_michel) {
   analysis::CompareOptions c;
   c.run = run_dir;
   c.out = a.out;
   c.normalize = a.normalize;
   c.finetune = finetune;
   c.finetune_threads = finetune_threads;
+  c.export_michel = export_michel;
   c.executable = self_executable();
   const auto r = analysis::compare_l0_with_importance(a.options, c);
   std::printf("%zu of %zu gated heads removed by L0 (%s)\n", r.removed, r.gated, run_dir.c_str());
@@ -796,8 +797,12 @@ void add_analyze_command(CLI::App& app) {
                 "BLAS threads of the fine-tuning (0: the prune run's config)")
       ->check(CLI::Range(0, 4096))
       ->capture_default_str();
-  k->callback([cmp, run, finetune, finetune_threads] {
-    run_compare(*cmp, *run, *finetune, *finetune_threads);
+  auto export_michel = std::make_shared<bool>(false);
+  k->add_flag("--export-michel", *export_michel,
+              "Also write the Michel-pruned model, physically smaller and not fine-tuned "
+              "(OUT/michel-pruned), for eval and bench decode");
+  k->callback([cmp, run, finetune, finetune_threads, export_michel] {
+    run_compare(*cmp, *run, *finetune, *finetune_threads, *export_michel);
   });
 }
 

@@ -16,10 +16,13 @@
 namespace headcount::analysis {
 
 struct CompareOptions {
-  fs::path run;              // the prune run (head_removal.csv, pruned/, config.yaml)
-  fs::path out;              // compare.json, and the fine-tuning's folders and log
-  bool normalize = false;    // I_h normalised per layer (Michel et al.)
-  bool finetune = false;     // fine-tune Michel's pruned model with the run's budget
+  fs::path run;            // the prune run (head_removal.csv, pruned/, config.yaml)
+  fs::path out;            // compare.json, and the fine-tuning's folders and log
+  bool normalize = false;  // I_h normalised per layer (Michel et al.)
+  bool finetune = false;   // fine-tune Michel's pruned model with the run's budget
+  // Write Michel's pruned model (OUT/michel-pruned, physically smaller, not fine-tuned) for `eval`
+  // and `bench decode`; --finetune writes it too.
+  bool export_michel = false;
   int finetune_threads = 0;  // its BLAS threads (0: the config's)
   fs::path executable;       // headcount itself: the fine-tuning runs as `headcount train`
 };
@@ -36,8 +39,8 @@ struct CompareResult {
   nlohmann::ordered_json json;                              // compare.json, as written
 };
 
-// Writes OUT/compare.json (and with finetune OUT/michel-pruned, OUT/michel-finetuned and
-// OUT/michel-finetune.log; an interrupted fine-tuning resumes).
+// Writes OUT/compare.json (with export_michel or finetune OUT/michel-pruned; with finetune also
+// OUT/michel-finetuned and OUT/michel-finetune.log; an interrupted fine-tuning resumes).
 CompareResult compare_l0_with_importance(const AnalyzeOptions& options, const CompareOptions& c);
 
 }  // namespace headcount::analysis
