@@ -118,7 +118,6 @@ std::vector<std::u32string> split_py(std::u32string_view s) {
   return out;
 }
 
-
 std::u32string_view rstrip_py(std::u32string_view s) {
   size_t n = s.size();
   while (n > 0 && is_py_space(s[n - 1])) --n;
@@ -192,7 +191,6 @@ bool is_punctuation(char32_t c) {
 bool is_symbol(char32_t c) {
   return (U_GET_GC_MASK(static_cast<UChar32>(c)) & U_GC_S_MASK) != 0;
 }
-
 
 std::string trim(std::string_view s) {
   size_t b = 0, e = s.size();
