@@ -239,6 +239,15 @@ TEST(Text, PythonWhitespaceAndLowercase) {
             "\u00e9cole i\u0307 \u03c3\u03bf\u03c6\u03bf\u03c2");
 }
 
+TEST(Text, FirstLinesKeepsEachNewlineAndEndsTheLastLine) {
+  EXPECT_EQ(text::first_lines("a\nb\nc\n", 2), "a\nb\n");
+  EXPECT_EQ(text::first_lines("a\nb\nc\n", 25), "a\nb\nc\n");
+  EXPECT_EQ(text::first_lines("a\n\nb", 3),
+            "a\n\nb\n");  // an empty line counts; the last gets its \n
+  EXPECT_EQ(text::first_lines("", 5), "");
+  EXPECT_EQ(text::first_lines("a\nb\n", 0), "");
+}
+
 TEST(Chrf, HandComputedSingleCharacter) {
   // "ab" vs "ab": every n-gram of order 1 and 2 matches, no orders 3..6: score 100.
   const auto s = eval::Chrf().corpus_score({"ab"}, {{"ab"}});

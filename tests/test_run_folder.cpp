@@ -1,6 +1,8 @@
 // The run-folder files' typed readers and writers (include/headcount/run/run_folder.h).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "headcount/common/io.h"
 #include "headcount/common/run_guard.h"
 #include "headcount/run/run_folder.h"
@@ -134,6 +136,18 @@ TEST(RunFolder, PathsOfARun) {
   EXPECT_EQ(f.pruned(), fs::path("runs/x/pruned"));
   EXPECT_TRUE(run::RunFolder::is_early_run_file("gates.jsonl"));
   EXPECT_FALSE(run::RunFolder::is_early_run_file("pruning.json"));
+}
+
+TEST(RunFolder, CheckpointStepsAreTheStepFoldersAlone) {
+  TempDir dir;
+  const run::RunFolder f{dir.path()};
+  EXPECT_TRUE(f.checkpoint_steps().empty());  // no checkpoints/ yet
+  for (const char* name :
+       {"step-30", "step-1200", "last", "best", "step-", "step-12x", ".tmp-step-5"})
+    fs::create_directories(f.checkpoints() / name);
+  auto steps = f.checkpoint_steps();
+  std::sort(steps.begin(), steps.end());
+  EXPECT_EQ(steps, (std::vector<int64_t>{30, 1200}));
 }
 
 }  // namespace

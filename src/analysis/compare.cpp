@@ -53,10 +53,8 @@ CompareResult compare_l0_with_importance(const AnalyzeOptions& options, const Co
     // Michel's heads removed physically (unless a fine-tuning of them is already under way).
     std::error_code ec;
     if (!fs::exists(run::RunFolder{michel_run}.last(), ec)) {
-      std::vector<model::HeadId> refs;
-      for (const auto& h : michel) refs.push_back({h.type, h.layer, h.head});
       fs::remove_all(michel_ckpt, ec);
-      const auto arch = prune::export_without_heads(options.checkpoint, refs, michel_ckpt);
+      const auto arch = prune::export_without_heads(options.checkpoint, michel, michel_ckpt);
       log::info("wrote {}: heads {} (enc/dec/enc-dec)", michel_ckpt.string(), arch.summary());
     }
   }
@@ -65,7 +63,7 @@ CompareResult compare_l0_with_importance(const AnalyzeOptions& options, const Co
     // fine-tuning, without gates.
     log::info("fine-tuning {} with {}'s budget (log: {})", michel_ckpt.string(), run.string(),
               (out / "michel-finetune.log").string());
-    std::vector<std::string> args{"train",       (run / "config.yaml").string(),
+    std::vector<std::string> args{"train",       run::RunFolder{run}.config().string(),
                                   "--init-from", michel_ckpt.string(),
                                   "--out",       michel_run.string()};
     if (c.finetune_threads > 0)

@@ -20,7 +20,6 @@
 #include "headcount/common/plot.h"
 #include "headcount/common/text.h"
 #include "headcount/data/links.h"
-#include "headcount/prune/prune_trainer.h"
 #include "headcount/run/checkpoint.h"
 #include "headcount/run/run_folder.h"
 

@@ -199,14 +199,9 @@ void bench_train(const TrainBenchArgs& a, const Config& config) {
     for (auto& p : m->parameters()) {
       if (!p.requires_grad()) frozen.push_back(p);
     }
-    std::vector<torch::optim::OptimizerParamGroup> adam_groups;
-    for (const auto& g : groups) adam_groups.emplace_back(g.params);
-    gated_adam = std::make_unique<torch::optim::Adam>(
-        adam_groups, torch::optim::AdamOptions(1e-4).betas({0.9, 0.98}).eps(1e-9));
-    for (size_t g = 0; g < groups.size(); ++g) {
-      static_cast<torch::optim::AdamOptions&>(gated_adam->param_groups()[g].options())
-          .lr(groups[g].fixed_lr.value_or(1e-4));
-    }
+    gated_adam =
+        train::make_adam(groups, torch::optim::AdamOptions(1e-4).betas({0.9, 0.98}).eps(1e-9));
+    train::set_group_rates(*gated_adam, groups, 1e-4);
   }
   auto gated_step = [&] {
     for (auto& p : frozen) p.set_requires_grad(false);

@@ -1,6 +1,7 @@
 // headcount train: train a Transformer, or resume a run.
 #include "commands.h"
 #include "headcount/common/check.h"
+#include "headcount/run/run_folder.h"
 #include "headcount/train/trainer.h"
 
 namespace headcount::cli {
@@ -42,7 +43,7 @@ void add_train_command(CLI::App& app) {
     if (!a->architecture_from.empty()) o.architecture_from = a->architecture_from;
     if (!a->init_from.empty()) o.init_from = a->init_from;
     std::error_code ec;
-    HC_CHECK(!a->resume || std::filesystem::exists(o.run_dir / "checkpoints" / "last", ec),
+    HC_CHECK(!a->resume || std::filesystem::exists(run::RunFolder{o.run_dir}.last(), ec),
              "--resume: {} has no checkpoint to resume from", a->out);
     setup_distributed(config, o, a->dist_timeout);
     if (train::train_command(config, o).interrupted) exit_status() = kExitInterrupted;

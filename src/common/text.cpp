@@ -192,6 +192,18 @@ bool is_symbol(char32_t c) {
   return (U_GET_GC_MASK(static_cast<UChar32>(c)) & U_GC_S_MASK) != 0;
 }
 
+std::string first_lines(std::string_view s, size_t n) {
+  std::string out;
+  size_t pos = 0;
+  for (size_t k = 0; k < n && pos < s.size(); ++k) {
+    const size_t end = std::min(s.find('\n', pos), s.size());
+    out.append(s.substr(pos, end - pos));
+    out += '\n';
+    pos = end + 1;
+  }
+  return out;
+}
+
 std::string trim(std::string_view s) {
   size_t b = 0, e = s.size();
   while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;

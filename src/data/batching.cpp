@@ -11,8 +11,8 @@
 
 namespace headcount::data {
 
-std::vector<Example> encode_pairs(const data::ParallelText& text, const data::Vocab& src,
-                                  const data::Vocab& tgt, int max_len, size_t* dropped) {
+std::vector<Example> encode_pairs(const ParallelText& text, const Vocab& src, const Vocab& tgt,
+                                  int max_len, size_t* dropped) {
   std::vector<Example> out;
   out.reserve(text.size());
   size_t n_dropped = 0;
@@ -93,22 +93,22 @@ Batch collate(const std::vector<Example>& examples, const std::vector<int64_t>& 
     max_tgt = std::max(max_tgt, examples[i].tgt.size());
   }
   const int64_t S = static_cast<int64_t>(max_src) + 1, T = static_cast<int64_t>(max_tgt) + 1;
-  auto src = torch::full({n, S}, data::kPadId, torch::kInt64);
-  auto tin = torch::full({n, T}, data::kPadId, torch::kInt64);
-  auto tout = torch::full({n, T}, data::kPadId, torch::kInt64);
+  auto src = torch::full({n, S}, kPadId, torch::kInt64);
+  auto tin = torch::full({n, T}, kPadId, torch::kInt64);
+  auto tout = torch::full({n, T}, kPadId, torch::kInt64);
   auto s = src.accessor<int64_t, 2>();
   auto ti = tin.accessor<int64_t, 2>();
   auto to = tout.accessor<int64_t, 2>();
   for (int64_t r = 0; r < n; ++r) {
     const Example& e = examples[indices[r]];
     for (size_t k = 0; k < e.src.size(); ++k) s[r][k] = e.src[k];
-    s[r][e.src.size()] = data::kEosId;
-    ti[r][0] = data::kBosId;
+    s[r][e.src.size()] = kEosId;
+    ti[r][0] = kBosId;
     for (size_t k = 0; k < e.tgt.size(); ++k) {
       ti[r][k + 1] = e.tgt[k];
       to[r][k] = e.tgt[k];
     }
-    to[r][e.tgt.size()] = data::kEosId;
+    to[r][e.tgt.size()] = kEosId;
     b.src_tokens += static_cast<int64_t>(e.src.size()) + 1;
     b.tgt_tokens += static_cast<int64_t>(e.tgt.size()) + 1;
     b.ids.push_back(e.id);

@@ -40,7 +40,6 @@ std::vector<int> Vocab::encode(const std::string& text) const {
   return ids;
 }
 
-
 std::string Vocab::decode(const std::vector<int>& ids) const {
   std::string text;
   const auto status = sp_->Decode(ids, &text);

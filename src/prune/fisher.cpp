@@ -14,6 +14,7 @@
 #include "headcount/common/check.h"
 #include "headcount/common/io.h"
 #include "headcount/common/log.h"
+#include "headcount/common/text.h"
 #include "headcount/data/vocab.h"
 #include "headcount/decode/search.h"
 #include "headcount/model/architecture.h"
@@ -321,7 +322,7 @@ void FisherRun::run_fisher() {
   // An unfinished run starts over (minutes): its event log first, so that the folder is a run's
   // before config.yaml is.
   io::write_file_atomic(run::RunFolder{run}.metrics(), "");
-  save_config(config_, run / "config.yaml");
+  save_config(config_, run::RunFolder{run}.config());
   const auto types = gated_types(p);
   const model::Architecture before = model_->architecture();
   int64_t params_before = 0;
@@ -649,14 +650,8 @@ void FisherRun::run_fisher() {
       stats.sentences, p.rearrange ? "on" : "off", p.reconstruct ? "on" : "off", p.ridge,
       pruning_seconds, before.summary(), params_before, r0.bleu, pruned->architecture().summary(),
       params_after, flops_after / flops_before, r1.bleu);
-  size_t lines = 0;
-  for (size_t pos = 0; pos < csv.size() && lines < 25; ++lines) {
-    const size_t end = csv.find('\n', pos);
-    readme += csv.substr(pos, end - pos + 1);
-    pos = end + 1;
-  }
-  readme += "```\n";
-  io::write_file_atomic(run / "README.md", readme);
+  readme += text::first_lines(csv, 25) + "```\n";
+  io::write_file_atomic(run::RunFolder{run}.readme(), readme);
   const nlohmann::ordered_json done = {{"command", "prune"},
                                        {"method", "fisher"},
                                        {"seconds", pruning_seconds + eval_seconds},

@@ -10,6 +10,7 @@
 #include "headcount/common/io.h"
 #include "headcount/common/log.h"
 #include "headcount/common/run_guard.h"
+#include "headcount/common/text.h"
 #include "headcount/run/run_folder.h"
 
 namespace headcount::prune {
@@ -260,13 +261,7 @@ void L0Pruning::finish(train::Trainer& trainer) {
                                      : fmt::format("lambda {}", config_.prune.lambda),
       trainer.state().step, model_->architecture().summary(), before, start_bleu,
       pruned->architecture().summary(), after, r.bleu);
-  size_t lines = 0;
-  for (size_t pos = 0; pos < csv.size() && lines < 25; ++lines) {
-    const size_t end = csv.find('\n', pos);
-    readme += csv.substr(pos, end - pos + 1);
-    pos = end + 1;
-  }
-  readme += "```\n";
+  readme += text::first_lines(csv, 25) + "```\n";
   io::write_file_atomic(folder.readme(), readme);
   log::info(
       "pruned: heads {} -> {} (enc/dec/enc-dec), parameters {} -> {}, dev BLEU {:.2f} -> {:.2f}; "

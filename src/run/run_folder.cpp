@@ -16,6 +16,18 @@ fs::path RunFolder::step_checkpoint(int64_t step) const {
   return checkpoints() / fmt::format("step-{}", step);
 }
 
+std::vector<int64_t> RunFolder::checkpoint_steps() const {
+  std::vector<int64_t> steps;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(checkpoints(), ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("step-", 0) == 0 && name.size() > 5 &&
+        name.find_first_not_of("0123456789", 5) == std::string::npos)
+      steps.push_back(std::stoll(name.substr(5)));
+  }
+  return steps;
+}
+
 bool RunFolder::is_early_run_file(const std::string& name) {
   return name == "config.yaml" || name == kMetrics || name == kGates || name == "checkpoints" ||
          name == "log.txt" || name == "sweep-exit.json" || name == ".lock";

@@ -296,7 +296,7 @@ std::string analysis_section(const ReportOptions& o, const Report& r) {
       run_command(o.executable, args, adir / "analyze.log");
     }
     if (!fs::exists(run::RunFolder{adir}.compare())) {
-      const auto init = load_config_file(run / "config.yaml").prune.init_from;
+      const auto init = load_config_file(run::RunFolder{run}.config()).prune.init_from;
       log::info("report: comparing {} with importance pruning of {}", row.name, init);
       run_command(o.executable,
                   {"analyze", "compare", "--checkpoint", init, "--run", run.string(), "--split",
@@ -304,7 +304,7 @@ std::string analysis_section(const ReportOptions& o, const Report& r) {
                   adir / "analyze.log");
     }
     if (!fs::exists(adir / "relevance.json")) {
-      const auto init = load_config_file(run / "config.yaml").prune.init_from;
+      const auto init = load_config_file(run::RunFolder{run}.config()).prune.init_from;
       log::info("report: LRP head relevance of {} against {}'s removal order", init, row.name);
       run_command(o.executable,
                   {"analyze", "relevance", "--checkpoint", init, "--run", run.string(), "--split",

@@ -43,6 +43,21 @@ double since(Clock::time_point t) {
 
 }  // namespace
 
+std::unique_ptr<torch::optim::Adam> make_adam(const std::vector<ParamGroup>& groups,
+                                              const torch::optim::AdamOptions& options) {
+  std::vector<torch::optim::OptimizerParamGroup> adam_groups;
+  for (const auto& g : groups) adam_groups.emplace_back(g.params);
+  return std::make_unique<torch::optim::Adam>(adam_groups, options);
+}
+
+void set_group_rates(torch::optim::Adam& adam, const std::vector<ParamGroup>& groups,
+                     double scheduled) {
+  for (size_t g = 0; g < groups.size(); ++g) {
+    static_cast<torch::optim::AdamOptions&>(adam.param_groups()[g].options())
+        .lr(groups[g].fixed_lr.value_or(scheduled));
+  }
+}
+
 Trainer::Trainer(Config config, TrainOptions options, std::unique_ptr<TrainingExtension> extension)
     : config_(std::move(config)), options_(std::move(options)), extension_(std::move(extension)) {}
 
@@ -58,17 +73,12 @@ void Trainer::init() {
   groups_ = extension_ ? extension_->parameter_groups(model_, device_)
                        : std::vector<ParamGroup>{{model_->parameters(), std::nullopt}};
   params_.clear();
-  std::vector<torch::optim::OptimizerParamGroup> adam_groups;
-  for (const auto& g : groups_) {
-    params_.insert(params_.end(), g.params.begin(), g.params.end());
-    adam_groups.emplace_back(g.params);
-  }
+  for (const auto& g : groups_) params_.insert(params_.end(), g.params.begin(), g.params.end());
   const auto& t = config_.train;
-  optimizer_ =
-      std::make_unique<torch::optim::Adam>(adam_groups, torch::optim::AdamOptions(t.lr)
-                                                            .betas({t.adam_beta1, t.adam_beta2})
-                                                            .eps(t.adam_eps)
-                                                            .weight_decay(t.weight_decay));
+  optimizer_ = make_adam(groups_, torch::optim::AdamOptions(t.lr)
+                                      .betas({t.adam_beta1, t.adam_beta2})
+                                      .eps(t.adam_eps)
+                                      .weight_decay(t.weight_decay));
   ready_ = true;
 }
 
@@ -209,9 +219,9 @@ int64_t checkpoint_step(const fs::path& dir) {
 }
 }  // namespace
 
-void Trainer::sync_checkpoint_set(const fs::path& ckpt_dir, bool evaluated) {
+void Trainer::sync_checkpoint_set(bool evaluated) {
   if (options_.rank != 0) return;
-  const run::RunFolder f{options_.run_dir};
+  const run::RunFolder f = folder();
   const fs::path last = f.last();
   if (state_.best_step == state_.step && checkpoint_step(f.best()) != state_.step) {
     run::copy_checkpoint(last, f.best());
@@ -224,13 +234,7 @@ void Trainer::sync_checkpoint_set(const fs::path& ckpt_dir, bool evaluated) {
     run::copy_checkpoint(last, named);
     io::crash_point("train.saved_step");
   }
-  std::vector<int64_t> steps;
-  for (const auto& entry : fs::directory_iterator(ckpt_dir)) {
-    const std::string name = entry.path().filename().string();
-    if (name.rfind("step-", 0) == 0 && name.size() > 5 &&
-        name.find_first_not_of("0123456789", 5) == std::string::npos)
-      steps.push_back(std::stoll(name.substr(5)));
-  }
+  auto steps = f.checkpoint_steps();
   std::sort(steps.rbegin(), steps.rend());
   for (size_t i = static_cast<size_t>(keep); i < steps.size(); ++i)
     fs::remove_all(f.step_checkpoint(steps[i]));
@@ -440,8 +444,7 @@ TrainSummary Trainer::run() {
 
 void Trainer::start_or_resume() {
   const run::RunFolder f = folder();
-  const fs::path ckpt_dir = f.checkpoints();
-  fs::create_directories(ckpt_dir);
+  fs::create_directories(f.checkpoints());
   std::error_code ec;
   if (fs::exists(f.last(), ec)) {
     resume_from(f.last());
@@ -450,7 +453,7 @@ void Trainer::start_or_resume() {
     // Was `last` written by an evaluation? Its eval event is logged before the save.
     const bool evaluated =
         options_.rank == 0 && run::eval_record(f.metrics(), state_.step).has_value();
-    sync_checkpoint_set(ckpt_dir, evaluated);
+    sync_checkpoint_set(evaluated);
   } else if (options_.rank == 0) {
     for (const auto& log_name : event_logs())
       io::write_file_atomic(options_.run_dir / log_name, "");
@@ -562,10 +565,7 @@ void Trainer::apply_update(StepStats& s) {
   if (t.clip_norm > 0) torch::nn::utils::clip_grad_norm_(params_, t.clip_norm);
   s.lr = scheduled_lr(t.lr_schedule, state_.step + 1, t.lr, t.warmup_steps, t.warmup_init_lr,
                       t.max_steps);
-  for (size_t g = 0; g < groups_.size(); ++g) {
-    static_cast<torch::optim::AdamOptions&>(optimizer_->param_groups()[g].options())
-        .lr(groups_[g].fixed_lr.value_or(s.lr));
-  }
+  set_group_rates(*optimizer_, groups_, s.lr);
   optimizer_->step();
   if (extension_) extension_->after_step(state_.step, r);
   ++state_.step;
@@ -601,10 +601,9 @@ void Trainer::evaluate_and_checkpoint(Progress& progress) {
   log::info("step {} | dev loss {:.3f} ppl {:.2f} | dev BLEU {:.2f} chrF {:.2f}{} | best step {}",
             state_.step, r.loss, std::exp(r.nll), r.bleu, r.chrf, improved ? " (best)" : "",
             state_.best_step);
-  const fs::path ckpt_dir = folder().checkpoints();
   save(folder().last());
   io::crash_point("train.saved_last");
-  sync_checkpoint_set(ckpt_dir, true);
+  sync_checkpoint_set(true);
   last_saved_step_ = state_.step;
 }
 

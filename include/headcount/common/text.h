@@ -46,6 +46,8 @@ bool is_punctuation(char32_t c);  // \p{P}: Pc, Pd, Ps, Pe, Pi, Pf, Po
 bool is_symbol(char32_t c);       // \p{S}: Sm, Sc, Sk, So
 
 std::string trim(std::string_view s);
+// The first `n` lines of `s`, each with its newline (a last line without one gets one).
+std::string first_lines(std::string_view s, size_t n);
 
 // Levenshtein distance, used to suggest the closest valid name.
 size_t edit_distance(std::string_view a, std::string_view b);

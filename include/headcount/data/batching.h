@@ -27,13 +27,13 @@ struct Batch {
   int64_t size() const { return static_cast<int64_t>(ids.size()); }
 };
 
+// Subword-encoded pairs; pairs longer than `max_len` on a side are dropped and counted.
+std::vector<Example> encode_pairs(const ParallelText& text, const Vocab& src, const Vocab& tgt,
+                                  int max_len, size_t* dropped = nullptr);
+
 // Groups examples into batches of at most `max_tokens` (sentences x the longest side's padded
 // length, EOS/BOS included). Examples are sorted by length with ties broken by `seed`, so
 // batches hold similar lengths and little padding. Deterministic for a seed.
-// Subword-encoded pairs; pairs longer than `max_len` on a side are dropped and counted.
-std::vector<Example> encode_pairs(const data::ParallelText& text, const data::Vocab& src,
-                                  const data::Vocab& tgt, int max_len, size_t* dropped = nullptr);
-
 std::vector<std::vector<int64_t>> make_batches(const std::vector<Example>& examples,
                                                int64_t max_tokens, uint64_t seed);
 

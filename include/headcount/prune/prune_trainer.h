@@ -32,7 +32,7 @@ class L0Pruning : public train::TrainingExtension {
   void evaluation_extras(int64_t step, nlohmann::json& record) override;
   void save(const fs::path& checkpoint) override;
   void load(const fs::path& checkpoint) override;
-  std::vector<std::string> event_logs() const override { return {"gates.jsonl"}; }
+  std::vector<std::string> event_logs() const override { return {run::RunFolder::kGates}; }
   bool evaluate_at_start() const override { return true; }
   bool early_stopping() const override { return false; }
   std::string progress() override;

@@ -45,6 +45,8 @@ struct RunFolder {
   fs::path last() const { return checkpoints() / "last"; }
   fs::path best() const { return checkpoints() / "best"; }
   fs::path step_checkpoint(int64_t step) const;
+  // The steps of the step-N checkpoints present, in no particular order.
+  std::vector<int64_t> checkpoint_steps() const;
   fs::path pruned() const { return dir / "pruned"; }
   fs::path sweep_log() const { return dir / "log.txt"; }
   fs::path sweep_exit() const { return dir / "sweep-exit.json"; }

@@ -14,6 +14,7 @@
 #include <torch/torch.h>
 
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -33,6 +34,13 @@ struct ParamGroup {
   std::vector<torch::Tensor> params;
   std::optional<double> fixed_lr;
 };
+
+// One Adam over the groups' parameters (a torch group per ParamGroup, in order), and each
+// group's learning rate: its fixed one, or `scheduled`.
+std::unique_ptr<torch::optim::Adam> make_adam(const std::vector<ParamGroup>& groups,
+                                              const torch::optim::AdamOptions& options);
+void set_group_rates(torch::optim::Adam& adam, const std::vector<ParamGroup>& groups,
+                     double scheduled);
 
 // A step's regulariser: `term` is added to the per-token objective (undefined: nothing);
 // `constraint` is the value it was built from, handed back to after_step (a Lagrangian method's

@@ -134,7 +134,7 @@ class Trainer {
   void resume_from(const fs::path& dir);
   // Makes `best` and `step-N` agree with `last` (written first by every save): after a save of an
   // evaluation, and on resume, where a kill between the writes left them behind.
-  void sync_checkpoint_set(const fs::path& ckpt_dir, bool evaluated);
+  void sync_checkpoint_set(bool evaluated);
 
   std::unique_ptr<TrainingExtension> extension_;
   std::vector<ParamGroup> groups_;
