@@ -328,6 +328,9 @@ TEST(Analyzer, CompareWithImportanceFollowsTheRemovalLog) {
     rows.push_back(r);
   }
   run::write_head_removal(run::RunFolder{run_dir}.head_removal(), rows, run::HeadRemovalKind::kL0);
+  // The run's method, as its config names it, goes into compare.json and the printout's labels.
+  io::write_file_atomic(run::RunFolder{run_dir}.config(),
+                        "prune:\n  method: fisher\n  target_heads: 3\n");
   // Michel: the lower-importance head of each type (one removed per type).
   std::vector<HeadId> michel;
   for (size_t i = 0; i < heads.size(); i += 2) {
@@ -341,6 +344,7 @@ TEST(Analyzer, CompareWithImportanceFollowsTheRemovalLog) {
   const auto r = compare_l0_with_importance(o, c);
   EXPECT_EQ(r.gated, 6u);
   EXPECT_EQ(r.removed, 3u);
+  EXPECT_EQ(r.method, PruneMethod::kFisher);
   auto sorted = [](std::vector<HeadId> v) {
     std::sort(v.begin(), v.end());
     return v;
@@ -354,6 +358,7 @@ TEST(Analyzer, CompareWithImportanceFollowsTheRemovalLog) {
   EXPECT_FALSE(r.bleu_michel_tuned.has_value());
   const auto j = nlohmann::json::parse(io::read_file(run::RunFolder{c.out}.compare()));
   EXPECT_EQ(j["removed_heads"], 3);
+  EXPECT_EQ(j["method"], "fisher");
   EXPECT_DOUBLE_EQ(j["bleu_michel_same_counts_masked_no_finetuning"].get<double>(),
                    r.bleu_michel_masked);
   EXPECT_TRUE(j["bleu_l0_pruned_checkpoint_finetuned"].is_null());

@@ -6,6 +6,7 @@
 
 #include "headcount/analysis/head_stats.h"
 #include "headcount/common/check.h"
+#include "headcount/common/config.h"
 #include "headcount/common/io.h"
 #include "headcount/common/log.h"
 #include "headcount/common/process.h"
@@ -27,9 +28,14 @@ CompareResult compare_l0_with_importance(const AnalyzeOptions& options, const Co
   const auto& removal = order_.step;
   const auto& removed = order_.removed;
   const double last = order_.last;
+  // The run's method from its config (a hand-written removal log without one: L0's).
+  std::error_code ec;
+  const fs::path run_config = run::RunFolder{run}.config();
+  const PruneMethod method =
+      fs::exists(run_config, ec) ? load_config_file(run_config).prune.method : PruneMethod::kL0;
   const auto score = an.importance(c.normalize);
   const auto stats = an.head_stats();
-  // Michel: within each gated type, mask the least important heads, as many as L0 removed.
+  // Michel: within each gated type, mask the least important heads, as many as the run removed.
   std::map<int, std::vector<size_t>> by_type;
   std::map<int, size_t> removed_per_type;
   for (size_t g : gated) by_type[static_cast<int>(heads[g].type)].push_back(g);
@@ -51,7 +57,6 @@ CompareResult compare_l0_with_importance(const AnalyzeOptions& options, const Co
   const fs::path michel_ckpt = out / "michel-pruned", michel_run = out / "michel-finetuned";
   if (c.finetune || c.export_michel) {
     // Michel's heads removed physically (unless a fine-tuning of them is already under way).
-    std::error_code ec;
     if (!fs::exists(run::RunFolder{michel_run}.last(), ec)) {
       fs::remove_all(michel_ckpt, ec);
       const auto arch = prune::export_without_heads(options.checkpoint, michel, michel_ckpt);
@@ -101,6 +106,7 @@ CompareResult compare_l0_with_importance(const AnalyzeOptions& options, const Co
   nlohmann::ordered_json j;
   j["checkpoint"] = options.checkpoint.string();
   j["run"] = run.string();
+  j["method"] = choice_name(method);
   j["sentences"] = options.sentences;
   j["gated_heads"] = gated.size();
   j["removed_heads"] = removed.size();
@@ -118,6 +124,7 @@ CompareResult compare_l0_with_importance(const AnalyzeOptions& options, const Co
   j["top_importance_heads"] = top;
   io::write_file_atomic(run::RunFolder{out}.compare(), j.dump(2) + "\n");
   CompareResult r;
+  r.method = method;
   r.gated = gated.size();
   r.removed = removed.size();
   r.bleu_full = full;

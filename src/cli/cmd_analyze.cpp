@@ -656,7 +656,7 @@ void run_align(const AnalyzeArgs& a, const std::string& target, const std::strin
               out.c_str());
 }
 
-// L0 pruning (a prune run) against Michel et al.'s importance pruning at equal head counts
+// A prune run (L0 or Fisher) against Michel et al.'s importance pruning at equal head counts
 // (analysis/compare.h); prints the comparison.
 void run_compare(const AnalyzeArgs& a, const std::string& run_dir, bool finetune,
                  int finetune_threads, bool export_michel) {
@@ -669,16 +669,23 @@ void run_compare(const AnalyzeArgs& a, const std::string& run_dir, bool finetune
   c.export_michel = export_michel;
   c.executable = self_executable();
   const auto r = analysis::compare_l0_with_importance(a.options, c);
-  std::printf("%zu of %zu gated heads removed by L0 (%s)\n", r.removed, r.gated, run_dir.c_str());
+  const bool fisher = r.method == PruneMethod::kFisher;
+  const std::string name = fisher ? "Fisher" : "L0";
+  const auto line = [](const std::string& what, double bleu) {
+    std::printf("  %-45s%6.2f\n", what.c_str(), bleu);
+  };
+  std::printf("%zu of %zu gated heads removed by %s (%s)\n", r.removed, r.gated, name.c_str(),
+              run_dir.c_str());
   std::printf("BLEU, %d %s sentences, beam %d:\n", a.options.sentences, a.options.split.c_str(),
               a.options.beam);
-  std::printf("  full model                                   %6.2f\n", r.bleu_full);
-  std::printf("  L0's removed heads masked (no fine-tuning)   %6.2f\n", r.bleu_l0_masked);
-  std::printf("  Michel: as many least-I_h heads masked       %6.2f\n", r.bleu_michel_masked);
+  line("full model", r.bleu_full);
+  line(name + "'s removed heads masked (no fine-tuning)", r.bleu_l0_masked);
+  line("Michel: as many least-I_h heads masked", r.bleu_michel_masked);
   if (r.bleu_l0_tuned)
-    std::printf("  L0 pruned checkpoint (after fine-tuning)     %6.2f\n", *r.bleu_l0_tuned);
-  if (r.bleu_michel_tuned)
-    std::printf("  Michel pruned, fine-tuned (same budget)      %6.2f\n", *r.bleu_michel_tuned);
+    line(name + (fisher ? " pruned checkpoint (its pruned/ model)"
+                        : " pruned checkpoint (after fine-tuning)"),
+         *r.bleu_l0_tuned);
+  if (r.bleu_michel_tuned) line("Michel pruned, fine-tuned (same budget)", *r.bleu_michel_tuned);
   std::printf("Spearman vs removal step: importance %.3f, confidence %.3f\nwrote %s\n",
               r.spearman_importance, r.spearman_confidence,
               run::RunFolder{c.out}.compare().c_str());
@@ -779,7 +786,7 @@ void add_analyze_command(CLI::App& app) {
   auto run = std::make_shared<std::string>();
   auto* k = cmd->add_subcommand(
       "compare",
-      "L0 pruning (a prune run) against Michel's importance pruning at equal head "
+      "A prune run (L0 or Fisher) against Michel's importance pruning at equal head "
       "counts, and where the heads I_h and confidence rank highest were removed");
   add_common(k, *cmp);
   k->add_option("--run", *run, "The prune run (started from --checkpoint)")

@@ -1,7 +1,9 @@
-// L0 pruning (a prune run) against Michel et al.'s importance pruning at equal head counts
+// A prune run (L0 or Fisher) against Michel et al.'s importance pruning at equal head counts
 // (`headcount analyze compare`): BLEU with each method's heads masked, optionally after
 // fine-tuning Michel's pruned model with the run's own budget, and where the heads that I_h and
-// confidence rank highest stand in the run's removal order (Spearman).
+// confidence rank highest stand in the run's removal order (Spearman). compare.json's keys say
+// "l0" for the run's heads whatever its method (their names predate Fisher runs); its "method"
+// says which it was.
 #pragma once
 
 #include <filesystem>
@@ -12,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "headcount/analysis/analyzer.h"
+#include "headcount/common/choices.h"
 
 namespace headcount::analysis {
 
@@ -28,11 +31,12 @@ struct CompareOptions {
 };
 
 struct CompareResult {
-  size_t gated = 0, removed = 0;  // heads gated in the run, removed by L0
+  PruneMethod method = PruneMethod::kL0;  // the run's prune.method
+  size_t gated = 0, removed = 0;          // heads gated in the run, removed by it
   double bleu_full = 0;
-  double bleu_l0_masked = 0;                // L0's removed heads masked, no fine-tuning
+  double bleu_l0_masked = 0;                // the run's removed heads masked, no fine-tuning
   double bleu_michel_masked = 0;            // as many least-I_h heads per type masked
-  std::optional<double> bleu_l0_tuned;      // the run's pruned/ checkpoint
+  std::optional<double> bleu_l0_tuned;      // the run's pruned/ checkpoint (fine-tuned or refit)
   std::optional<double> bleu_michel_tuned;  // Michel's pruned model fine-tuned (finetune)
   std::vector<HeadId> michel_removed;
   double spearman_importance = 0, spearman_confidence = 0;  // against the removal step
