@@ -814,6 +814,73 @@ TEST(Report, DevAndTestAgainstEveryReferenceInOneTable) {
             std::string::npos);
 }
 
+// A sweep's committed records (no checkpoints, evaluations made on another machine): the recorded
+// evaluations stand; a run whose checkpoint is here but whose evaluation names another one is
+// evaluated again (here with a program that fails: no figure rather than a wrong one).
+TEST(Report, RecordedEvaluationsStandWhereTheCheckpointIsNotHere) {
+  TempDir dir;
+  const fs::path out = dir / "records";
+  const fs::path base = dir / "base";
+  write_baseline(base);
+  // No sweep.json: the sweep file names the runs, their control and the baseline.
+  const auto sweep_file = write_sweep(dir, "s.yaml",
+                                      fmt::format(R"(command: prune
+configs: [{}]
+set: {{prune.init_from: runs/x/checkpoints/best}}
+runs:
+  - {{name: all-l0, prune.lambda: 0, control: true}}
+  - {{name: all-l0.1, prune.lambda: 0.1}}
+  - {{name: all-l1, prune.lambda: 1}}
+baseline: {}
+)",
+                                                  tiny_base(dir, 10).string(), base.string()));
+  write_finished_prune(out, "all-l0", R"({"enc_self":[2,2],"dec_self":[2,2],"enc_dec":[2,2]})",
+                       "4/4/4", 26.0, 1000);
+  write_finished_prune(out, "all-l0.1", R"({"enc_self":[1,1],"dec_self":[2,2],"enc_dec":[2,1]})",
+                       "2/4/3", 25.0, 900);
+  write_finished_prune(out, "all-l1", R"({"enc_self":[0,0],"dec_self":[1,0],"enc_dec":[1,1]})",
+                       "0/1/2", 20.0, 700);
+  const fs::path base_ckpt = base / "checkpoints" / "best";
+  write_eval_cache(base, base_ckpt, "dev", 30.0, 50.0, {}, {}, 10.0);
+  // Evaluated elsewhere (/elsewhere/RUN/pruned), committed without the checkpoint.
+  for (const auto& [name, bleu] : {std::pair{"all-l0", 30.5}, std::pair{"all-l0.1", 29.25}}) {
+    const fs::path elsewhere = fs::path("/elsewhere") / name / "pruned";
+    write_eval_cache(out / name, out / name / "pruned", "dev", bleu, 50.0, {}, {}, 11.0);
+    auto j = nlohmann::json::parse(io::read_file(out / name / "eval-dev.json"));
+    j["checkpoint"] = elsewhere.string();
+    io::write_file_atomic(out / name / "eval-dev.json", j.dump(2));
+    fs::remove_all(out / name / "pruned");
+  }
+  // all-l1: its checkpoint is here, its evaluation names another one (stale).
+  write_eval_cache(out / "all-l1", out / "all-l1" / "pruned", "dev", 99.0, 99.0, {}, {}, 1.0);
+  auto stale = nlohmann::json::parse(io::read_file(out / "all-l1" / "eval-dev.json"));
+  stale["checkpoint"] = "/elsewhere/all-l1/pruned";
+  io::write_file_atomic(out / "all-l1" / "eval-dev.json", stale.dump(2));
+
+  sweep::ReportOptions o;
+  o.dir = out;
+  o.executable = "/bin/false";
+  o.splits = {"dev"};
+  o.plots = false;
+  EXPECT_NE(error_of([&] { sweep::write_report(o); })
+                .find("is not a sweep folder: no sweep.json (run `headcount sweep` first, or "
+                      "name the sweep file its runs came from with --sweep)"),
+            std::string::npos);
+  o.sweep_file = sweep_file;
+  const auto r = sweep::write_report(o);
+  EXPECT_FALSE(fs::exists(out / "sweep.json"));  // the records folder is only read and reported
+  ASSERT_EQ(r.rows.size(), 4u);
+  EXPECT_EQ(r.rows[2].control, "all-l0");
+  ASSERT_TRUE(r.rows[1].bleu && r.rows[2].bleu && r.rows[2].delta_control);
+  EXPECT_DOUBLE_EQ(*r.rows[1].bleu, 30.5);
+  EXPECT_DOUBLE_EQ(*r.rows[2].bleu, 29.25);
+  EXPECT_DOUBLE_EQ(*r.rows[2].delta, 29.25 - 30.0);
+  EXPECT_DOUBLE_EQ(*r.rows[2].delta_control, 29.25 - 30.5);
+  EXPECT_FALSE(fs::exists(out / "all-l0.1" / "eval-dev.log"));
+  EXPECT_FALSE(r.rows[3].bleu.has_value());  // re-evaluated, and that failed
+  EXPECT_TRUE(fs::exists(out / "all-l1" / "eval-dev.log"));
+}
+
 // End to end: a tiny baseline, a prune sweep of two lambdas with from-scratch retraining, and the
 // report over it.
 TEST(Sweep, PruneSweepWithRetrainingAndReport) {

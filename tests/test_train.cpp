@@ -617,6 +617,9 @@ TEST(Cli, TranslateAndEvalWithACheckpoint) {
   EXPECT_EQ(j["scores"]["ref1"]["bleu_signature"],
             "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0");
   EXPECT_DOUBLE_EQ(j["scores"]["ref1"]["chrf"].get<double>(), 100.0);
+  // The precision that decoded and the device (decode.precision auto: bf16 only where native).
+  EXPECT_EQ(j["precision"], cpu_native_bf16().empty() ? "fp32" : "bf16");
+  EXPECT_EQ(j["device"], "cpu");
   // Given files instead of a split; a missing checkpoint is a one-line error.
   ASSERT_EQ(
       std::system(fmt::format("{} eval --checkpoint {} --src {} --ref {} --out {} >/dev/null 2>&1",

@@ -128,6 +128,7 @@ void add_report_command(CLI::App& app) {
     bool no_plots = false;
     int analysis = 0;
     std::string conllu;
+    std::string sweep_file;
   };
   auto a = std::make_shared<Args>();
   auto* cmd = app.add_subcommand(
@@ -150,9 +151,15 @@ void add_report_command(CLI::App& app) {
                   "With --analysis: dependency parses (CoNLL-U) of the split's source sentences, "
                   "for syntactic heads")
       ->check(CLI::ExistingFile);
+  cmd->add_option("--sweep", a->sweep_file,
+                  "The sweep file the runs came from, for a folder without sweep.json (a "
+                  "sweep's committed records: their recorded evaluations stand where the "
+                  "checkpoints are not here)")
+      ->check(CLI::ExistingFile);
   cmd->callback([a] {
     sweep::ReportOptions o;
     o.dir = a->dir;
+    o.sweep_file = a->sweep_file;
     o.executable = self_executable();
     if (!a->split.empty())
       for (const auto& s : text::split(a->split, ',')) o.splits.push_back(text::trim(s));

@@ -45,6 +45,7 @@ struct Loaded {
   torch::Device device{torch::kCPU};
   decode::SearchOptions search;
   int batch_size = 64;
+  PrecisionChoice precision;  // decode.precision, resolved for this device
 };
 
 Loaded load(const DecodeArgs& a) {
@@ -56,9 +57,9 @@ Loaded load(const DecodeArgs& a) {
   l.info.config = loader.finish();
   const Config& c = l.info.config;
   l.device = runtime::resolve_device(c.device);
-  const auto precision = resolve_precision(c.decode.precision, l.device, "decode.precision");
-  runtime::apply_threads(c.threads, precision.bf16());
-  log::info("decoding in {} ({})", precision.name(), precision.reason);
+  l.precision = resolve_precision(c.decode.precision, l.device, "decode.precision");
+  runtime::apply_threads(c.threads, l.precision.bf16());
+  log::info("decoding in {} ({})", l.precision.name(), l.precision.reason);
   l.model = run::load_model(l.info, l.device);
   l.model->eval();
   l.src = std::make_unique<data::Vocab>(data::Vocab::load(l.info.vocab.src_model));
@@ -157,6 +158,8 @@ void add_eval_command(CLI::App& app) {
     result["sentences"] = hyps.size();
     result["beam"] = l.search.beam;
     result["length_penalty"] = l.search.length_penalty;
+    result["precision"] = l.precision.name();  // BLEU differs slightly between fp32 and bf16
+    result["device"] = l.device.str();
     result["heads_e_d_de"] = l.info.architecture.summary();
     result["decode_seconds"] = seconds;
     result["sentences_per_s"] = seconds > 0 ? hyps.size() / seconds : 0.0;

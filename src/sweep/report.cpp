@@ -73,16 +73,22 @@ TrainedScore trained_score(const fs::path& run) {
 }
 
 // Evaluates `checkpoint` on `split` through `headcount eval`, cached in run/eval-SPLIT.json (fresh
-// when it names this checkpoint and is newer than its model.pt).
+// when it names this checkpoint and is newer than its model.pt). Where the checkpoint is not here
+// (a sweep's committed records, without weights), the recorded evaluation stands as it is.
 std::optional<SplitScores> split_score(const ReportOptions& o, const std::string& split,
                                        const fs::path& checkpoint, const fs::path& run) {
   std::error_code ec;
-  if (!fs::exists(checkpoint / "model.pt", ec)) return std::nullopt;
   const fs::path cache = run / fmt::format("eval-{}.json", split);
   const fs::path log_file = run / fmt::format("eval-{}.log", split);
   auto cached = read_json(cache);
-  const bool fresh = cached && cached->value("checkpoint", "") == checkpoint.string() &&
-                     fs::last_write_time(cache, ec) >= fs::last_write_time(checkpoint / "model.pt");
+  const bool here = fs::exists(checkpoint / "model.pt", ec);
+  if (!here && !cached) return std::nullopt;
+  if (!here)
+    log::info("report: {} is not here; its recorded {} evaluation ({}) stands", checkpoint.string(),
+              split, cache.string());
+  const bool fresh =
+      !here || (cached && cached->value("checkpoint", "") == checkpoint.string() &&
+                fs::last_write_time(cache, ec) >= fs::last_write_time(checkpoint / "model.pt"));
   if (!fresh) {
     log::info("report: evaluating {} on {}", checkpoint.string(), split);
     const int code = run_command(
@@ -385,8 +391,11 @@ std::string heads_summary(const std::vector<int64_t>& heads) {
 }
 
 Report write_report(const ReportOptions& o) {
-  const auto manifest = read_json(o.dir / "sweep.json");
-  HC_CHECK(manifest, "{} is not a sweep folder: no sweep.json (run `headcount sweep` first)",
+  auto manifest = read_json(o.dir / "sweep.json");
+  if (!manifest && !o.sweep_file.empty()) manifest = sweep_manifest(load_sweep(o.sweep_file));
+  HC_CHECK(manifest,
+           "{} is not a sweep folder: no sweep.json (run `headcount sweep` first, or name the "
+           "sweep file its runs came from with --sweep)",
            o.dir.string());
   Report r;
   r.splits = requested_splits(o);

@@ -589,7 +589,9 @@ bool retrain_needed(const Job& job) {
   return false;
 }
 
-void write_manifest(const SweepSpec& spec, const fs::path& out) {
+}  // namespace
+
+nlohmann::json sweep_manifest(const SweepSpec& spec) {
   nlohmann::json points = nlohmann::json::array();
   for (const auto& p : spec.points) {
     nlohmann::json values = nlohmann::json::object();
@@ -601,15 +603,20 @@ void write_manifest(const SweepSpec& spec, const fs::path& out) {
   }
   nlohmann::json set = nlohmann::json::object();
   for (const auto& [k, v] : spec.set) set[k] = v;
-  const nlohmann::json j = {{"sweep_file", fs::absolute(spec.file).string()},
-                            {"command", spec.command},
-                            {"configs", spec.configs},
-                            {"set", set},
-                            {"axes", spec.axes},
-                            {"baseline", spec.baseline},
-                            {"retrain", spec.retrain},
-                            {"points", points}};
-  io::write_file_atomic(out / "sweep.json", j.dump(2) + "\n");
+  return {{"sweep_file", fs::absolute(spec.file).string()},
+          {"command", spec.command},
+          {"configs", spec.configs},
+          {"set", set},
+          {"axes", spec.axes},
+          {"baseline", spec.baseline},
+          {"retrain", spec.retrain},
+          {"points", points}};
+}
+
+namespace {
+
+void write_manifest(const SweepSpec& spec, const fs::path& out) {
+  io::write_file_atomic(out / "sweep.json", sweep_manifest(spec).dump(2) + "\n");
 }
 
 // A run of the sweep: its own process group (a terminal's Ctrl-C reaches the sweep alone, which

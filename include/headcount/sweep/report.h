@@ -15,7 +15,10 @@ namespace headcount::sweep {
 namespace fs = std::filesystem;
 
 struct ReportOptions {
-  fs::path dir;         // the sweep's --out folder (holds sweep.json)
+  fs::path dir;  // the sweep's --out folder (holds sweep.json)
+  // The sweep file, for a folder without sweep.json: its runs' committed records (run folders
+  // without checkpoints, whose recorded eval-SPLIT.json evaluations stand).
+  fs::path sweep_file;
   fs::path executable;  // headcount, for --split evaluations
   // Empty: dev BLEU as the runs logged it (eval subset and beam of their configs);
   // {"dev"}, {"test"}, {"dev", "test"}, ...: evaluate every checkpoint on each split with its

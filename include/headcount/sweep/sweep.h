@@ -37,6 +37,7 @@
 #pragma once
 
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <utility>
@@ -137,6 +138,10 @@ struct SweepOutcome {
   std::vector<std::string> failed_names;
   std::vector<std::string> busy_names;  // runs another process was writing: not started
 };
+
+// The manifest a sweep writes to OUT/sweep.json and the report reads: the command, configs, axes,
+// baseline, whether it retrains, and each point's name, values and control.
+nlohmann::json sweep_manifest(const SweepSpec& spec);
 
 // Writes OUT/sweep.json (the manifest the report reads) and runs what is not finished, holding
 // OUT's lock (a second sweep on OUT is an error; with --only, each run's own lock suffices).
