@@ -6,7 +6,9 @@
 # binary before and after and diff the two outputs:
 #   bash scripts/identity_check.sh OLD_BINARY /tmp/id-old > old.txt
 #   bash scripts/identity_check.sh build/headcount /tmp/id-new > new.txt && diff old.txt new.txt
-# One thread, so that no reduction order depends on scheduling. Needs data/bible (prepared by the
+# One thread, so that no reduction order depends on scheduling; fp32 and OpenBLAS's Haswell
+# kernels, so that the hashes do not depend on the CPU (auto precision is bf16 on an avx512_bf16
+# CPU, and OpenBLAS picks AVX-512 kernels there). Needs data/bible (prepared by the
 # binary on first use).
 set -euo pipefail
 bin=$(realpath "$1")
@@ -15,7 +17,8 @@ cd "$(dirname "$0")/.."
 rm -rf "$out"
 mkdir -p "$out"
 export OMP_NUM_THREADS=1
-common=(--set threads.intra_op=1 --set train.log_every=10)
+export OPENBLAS_CORETYPE=Haswell
+common=(--set threads.intra_op=1 --set train.log_every=10 --set train.precision=fp32 --set decode.precision=fp32)
 "$bin" train configs/tiny.yaml "${common[@]}" --set train.max_steps=60 --set train.eval_every=30 \
   --set train.eval_max_sentences=20 --out "$out/train" >"$out/train.log" 2>&1
 "$bin" prune configs/tiny.yaml configs/quickstart-prune.yaml "${common[@]}" \
