@@ -262,6 +262,30 @@ TEST(Analyzer, BleuMatchesEvalAndMaskingEverythingHurts) {
   EXPECT_LT(an.bleu(an.heads()), full);
   // Masks do not leak into the next call.
   EXPECT_DOUBLE_EQ(an.bleu({}), full);
+  // --set overrides the checkpoint's config as eval's does: outputs cut to one token score what
+  // eval scores with the same override, below the full outputs; an unknown key names itself.
+  {
+    AnalyzeOptions cut = o;
+    cut.sets = {"decode.max_len_offset=1", "decode.max_len_ratio=0", "threads.intra_op=1"};
+    const double short_bleu = Analyzer(cut).bleu({});
+    ASSERT_EQ(std::system(fmt::format("{} eval --checkpoint {} --split dev --beam 1 --set "
+                                      "decode.max_len_offset=1 --set decode.max_len_ratio=0 "
+                                      "--out {} >/dev/null 2>&1",
+                                      HEADCOUNT_BINARY, ckpt.string(), (dir / "c.json").string())
+                              .c_str()),
+              0);
+    const auto c = nlohmann::json::parse(io::read_file(dir / "c.json"));
+    EXPECT_DOUBLE_EQ(short_bleu, c["scores"]["ref1"]["bleu"].get<double>());
+    EXPECT_LT(short_bleu, full);
+    AnalyzeOptions bad = o;
+    bad.sets = {"decode.beams=2"};
+    try {
+      Analyzer a(bad);
+      ADD_FAILURE() << "an unknown key was accepted";
+    } catch (const std::exception& e) {
+      EXPECT_NE(std::string(e.what()).find("decode.beams"), std::string::npos) << e.what();
+    }
+  }
   // Statistics exist for every head and are distributions' statistics.
   const auto stats = an.head_stats();
   ASSERT_EQ(stats.size(), an.heads().size());

@@ -11,6 +11,7 @@
 #include <tuple>
 
 #include "headcount/common/check.h"
+#include "headcount/common/config.h"
 #include "headcount/common/io.h"
 #include "headcount/common/log.h"
 #include "headcount/common/precision.h"
@@ -72,6 +73,12 @@ Analyzer::Analyzer(const AnalyzeOptions& o) : s_(std::make_unique<State>()) {
   s_->options = o;
   HC_CHECK(o.split == "dev" || o.split == "test", "split: expected dev or test, got '{}'", o.split);
   s_->info = run::read_checkpoint_info(o.checkpoint);
+  if (!o.sets.empty()) {
+    ConfigLoader loader;
+    loader.apply_yaml_text(dump_config(s_->info.config), (o.checkpoint / "config.yaml").string());
+    for (const auto& a : o.sets) loader.apply_set(a);
+    s_->info.config = loader.finish();
+  }
   const Config& c = s_->info.config;
   s_->device = runtime::resolve_device(c.device);
   runtime::apply_threads(

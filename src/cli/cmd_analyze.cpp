@@ -49,6 +49,9 @@ void add_common(CLI::App* cmd, AnalyzeArgs& a) {
   cmd->add_option("--sentences", a.options.sentences, "The first N sentences (0: all)")
       ->capture_default_str();
   cmd->add_option("--out", a.out, "Folder for the CSV files and plots")->required();
+  cmd->add_option("--set", a.options.sets,
+                  "Override a config key of the checkpoint (threads.*, decode.*, device)")
+      ->type_name("KEY=VALUE");
 }
 
 // Values per head as one panel per attention type (layers x heads).

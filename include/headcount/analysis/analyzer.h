@@ -74,6 +74,9 @@ struct AnalyzeOptions {
   int beam = 1;               // decoding for BLEU (1: greedy)
   int batch_sentences = 32;   // teacher-forced passes
   int64_t exclude_top = 500;  // rare-token heads: keys among the N most frequent never count
+  // "KEY=VALUE" overrides of the checkpoint's config (threads.*, decode.*, device), as eval's
+  // --set: e.g. threads.intra_op=1 beside a training run, decode.precision=fp32.
+  std::vector<std::string> sets;
 };
 
 class Analyzer {
