@@ -100,6 +100,32 @@ TEST(Gates, MonteCarloMatchesTheAnalyticDistribution) {
   }
 }
 
+// E[g], which keeps a closed head in a target-count export, against the integral over the noise
+// u (integrate(), another variable and rule), Monte Carlo, and symmetry: with l + r = 1 and
+// log_alpha 0 the gate is distributed symmetrically about 1/2.
+TEST(Gates, ExpectedGateMatchesTheIntegralOverTheNoise) {
+  torch::manual_seed(1);
+  const double beta = 0.33, l = -0.1, r = 1.1;
+  const std::vector<float> las = {-6.0f, -3.0f, -2.4f, -1.0f, 0.0f, 0.8f, 3.0f};
+  const auto e = gate_with(las)->expected_gate();
+  ASSERT_EQ(e.size(0), static_cast<int64_t>(las.size()));
+  EXPECT_FALSE(e.requires_grad());
+  for (size_t i = 0; i < las.size(); ++i) {
+    const auto m = integrate(las[i], beta, l, r);
+    EXPECT_NEAR(e[i].item<double>(), m.mean, 1e-4) << "log_alpha " << las[i];
+  }
+  EXPECT_NEAR(e[4].item<double>(), 0.5, 1e-6);
+  // Closed heads (eval gate 0) still have a small positive expectation, increasing in log_alpha.
+  EXPECT_GT(e[0].item<double>(), 0.0);
+  EXPECT_LT(e[0].item<double>(), e[1].item<double>());
+  EXPECT_LT(e[2].item<double>(), 0.1);
+  HardConcreteOptions o;
+  o.noise = GateNoise::kExample;
+  const auto samples = gate_with({-3.0f}, o)->sample(200000).squeeze(1);
+  const double sd = samples.std().item<double>() / std::sqrt(200000.0);
+  EXPECT_NEAR(samples.mean().item<double>(), e[1].item<double>(), 4 * sd + 1e-4);
+}
+
 TEST(Gates, NoiseGranularityShapes) {
   HardConcreteGate per_head(5);
   per_head->train();

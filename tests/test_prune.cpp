@@ -81,6 +81,18 @@ TEST(PruneHeads, TopNKeepsExactlyNHeads) {
   EXPECT_EQ(v.at("enc_self.0")[3].item<float>(), 1.0f);
   EXPECT_GT(v.at("enc_self.1")[1].item<float>(), 0.0f);
   EXPECT_THROW(prune::top_n_values(*gates, 9), Error);
+  // Six heads: five have open gates; the sixth, closed (log_alpha -5, layer 0 head 1), is kept at
+  // its expected gate, not at 1 (the model learned to do without it) and not at 0 (removed).
+  const auto six = prune::top_n_values(*gates, 6);
+  EXPECT_EQ(six.at("enc_self.0").gt(0).sum().item<int64_t>() +
+                six.at("enc_self.1").gt(0).sum().item<int64_t>(),
+            6);
+  const auto expected = gates->layers()[0].gate->expected_gate();
+  EXPECT_EQ(gates->layers()[0].gate->eval_gate()[1].item<float>(), 0.0f);
+  EXPECT_FLOAT_EQ(six.at("enc_self.0")[1].item<float>(), expected[1].item<float>());
+  EXPECT_GT(six.at("enc_self.0")[1].item<float>(), 0.0f);
+  EXPECT_LT(six.at("enc_self.0")[1].item<float>(), 0.01f);
+  EXPECT_EQ(six.at("enc_self.1")[0].item<float>(), 0.0f);  // log_alpha -6: the seventh
 }
 
 }  // namespace

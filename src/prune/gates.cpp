@@ -52,6 +52,23 @@ torch::Tensor HardConcreteGateImpl::p_open() const {
   return torch::sigmoid(log_alpha - shift);
 }
 
+torch::Tensor HardConcreteGateImpl::expected_gate() const {
+  torch::NoGradGuard no_grad;
+  const double l = options_.stretch_low, r = options_.stretch_high, beta = options_.temperature;
+  const int64_t n = 2000;  // even
+  const auto opts = torch::TensorOptions().dtype(torch::kFloat64);
+  const auto t = torch::linspace(0.0, 1.0, n + 1, opts);
+  const auto x = (t - l) / (r - l);
+  const auto logit_x = torch::log(x) - torch::log1p(-x);                                // [n+1]
+  const auto la = log_alpha.detach().to(torch::kCPU).to(torch::kFloat64).unsqueeze(1);  // [H, 1]
+  const auto f = torch::sigmoid(la - beta * logit_x.unsqueeze(0));                      // [H, n+1]
+  auto w = torch::ones({n + 1}, opts);
+  w.slice(0, 1, n, 2).fill_(4.0);
+  w.slice(0, 2, n - 1, 2).fill_(2.0);
+  const auto e = (f * w).sum(1) / (3.0 * static_cast<double>(n));
+  return e.to(log_alpha.scalar_type()).to(log_alpha.device());
+}
+
 torch::Tensor HardConcreteGateImpl::penalty() const {
   return p_open().sum();
 }

@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <limits>
 
 #include "headcount/common/check.h"
 
@@ -112,15 +113,21 @@ std::map<std::string, torch::Tensor> top_n_values(const HeadGatesImpl& gates, in
   std::stable_sort(heads.begin(), heads.end(),
                    [](const Head& a, const Head& b) { return a.log_alpha > b.log_alpha; });
   std::map<std::string, torch::Tensor> out;
-  std::vector<torch::Tensor> eval;
+  std::vector<torch::Tensor> eval, expected;
   for (const auto& l : layers) {
     eval.push_back(l.gate->eval_gate().detach().to(torch::kCPU));
+    expected.push_back(l.gate->expected_gate().to(torch::kCPU));
     out[HeadGatesImpl::key(l.type, l.layer)] = torch::zeros_like(eval.back());
   }
   for (int64_t k = 0; k < n; ++k) {
     const auto& h = heads[k];
-    const float g = eval[h.layer][h.head].item<float>();
-    out[HeadGatesImpl::key(layers[h.layer].type, layers[h.layer].layer)][h.head] = g > 0 ? g : 1.0f;
+    float g = eval[h.layer][h.head].item<float>();
+    // A head the gates closed, kept to make up the count: its expected gate, what its output was
+    // weighted by on average in training (not 1: the rest of the model learned to do without it),
+    // and never 0, which would remove it.
+    if (g <= 0)
+      g = std::max(expected[h.layer][h.head].item<float>(), std::numeric_limits<float>::min());
+    out[HeadGatesImpl::key(layers[h.layer].type, layers[h.layer].layer)][h.head] = g;
   }
   for (auto& [k, v] : out) v = v.to(layers.front().gate->log_alpha.device());
   return out;

@@ -211,6 +211,23 @@ std::string L0Pruning::progress() {
 void L0Pruning::finish(train::Trainer& trainer) {
   finished_ = true;
   const auto values = final_values();
+  int64_t open_by_gates = 0;
+  for (const auto& [key, v] : gates_->eval_values()) open_by_gates += v.gt(0).sum().item<int64_t>();
+  if (config_.prune.target_heads > 0) {
+    const int64_t n = config_.prune.target_heads;
+    if (open_by_gates < n)
+      log::info(
+          "target {} heads: the gates left {} open; the {} closed heads with the largest "
+          "log_alpha are kept at their expected gate value",
+          n, open_by_gates, n - open_by_gates);
+    else if (open_by_gates > n)
+      log::info(
+          "target {} heads: the gates left {} open; the {} with the smallest log_alpha are "
+          "removed",
+          n, open_by_gates, open_by_gates - n);
+    else
+      log::info("target {} heads: the gates left exactly {} open", n, open_by_gates);
+  }
   const auto r = trainer.evaluate();
   nlohmann::json rec = {{"event", "final"},
                         {"step", trainer.state().step},
@@ -243,6 +260,7 @@ void L0Pruning::finish(train::Trainer& trainer) {
       {"heads_before_e_d_de", model_->architecture().summary()},
       {"heads_after_e_d_de", pruned->architecture().summary()},
       {"heads_after", pruned->architecture().to_json()},
+      {"heads_open_by_gates", open_by_gates},
       {"parameters_before", before},
       {"parameters_after", after},
       {"dev_bleu_start", start_bleu},

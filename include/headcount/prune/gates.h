@@ -45,6 +45,10 @@ class HardConcreteGateImpl : public torch::nn::Module {
   torch::Tensor sample(int64_t batch);
   torch::Tensor eval_gate() const;
   torch::Tensor p_open() const;
+  // E[g] of the training gate, [H] (no gradient): the integral over t in [0, 1] of
+  // P(g > t) = sigmoid(log_alpha - beta logit((t - l) / (r - l))), by Simpson's rule (2,000
+  // intervals; the integrand is smooth: (t - l) / (r - l) stays inside (0, 1)).
+  torch::Tensor expected_gate() const;
   // Sum over heads of P_open (differentiable in log_alpha).
   torch::Tensor penalty() const;
   int64_t num_heads() const { return log_alpha.size(0); }

@@ -57,8 +57,10 @@ class HeadGatesImpl : public torch::nn::Module {
 };
 TORCH_MODULE(HeadGates);
 
-// Keeps exactly `n` heads: the ones with the largest log_alpha. Kept heads take their eval gate,
-// or 1 where that is 0; the others 0. Returns values per layer key.
+// Keeps exactly `n` heads: the ones with the largest log_alpha (equivalently, expected gate).
+// Kept heads take their eval gate; a kept head whose eval gate is 0 (the gates closed more than
+// `n` heads) takes its expected gate E[g] instead, a small positive value; the others 0. Returns
+// values per layer key.
 std::map<std::string, torch::Tensor> top_n_values(const HeadGatesImpl& gates, int64_t n);
 
 // A physically smaller model computing what `model` computes with heads scaled by `values`
