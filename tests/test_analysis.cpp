@@ -252,13 +252,17 @@ TEST(Analyzer, BleuMatchesEvalAndMaskingEverythingHurts) {
   o.sentences = 0;
   Analyzer an(o);
   const double full = an.bleu({});
-  ASSERT_EQ(std::system(fmt::format("{} eval --checkpoint {} --split dev --beam 1 --out {} "
-                                    ">/dev/null 2>&1",
-                                    HEADCOUNT_BINARY, ckpt.string(), (dir / "e.json").string())
-                            .c_str()),
-            0);
-  const auto e = nlohmann::json::parse(io::read_file(dir / "e.json"));
-  EXPECT_DOUBLE_EQ(full, e["scores"]["ref1"]["bleu"].get<double>());
+  // BLEU of `headcount eval` (greedy, dev) with extra arguments.
+  const auto eval_bleu = [&](const std::string& extra, const std::string& name) {
+    const auto out = dir / name;
+    EXPECT_EQ(std::system(fmt::format("{} eval --checkpoint {} --split dev --beam 1 {} --out {} "
+                                      ">/dev/null 2>&1",
+                                      HEADCOUNT_BINARY, ckpt.string(), extra, out.string())
+                              .c_str()),
+              0);
+    return nlohmann::json::parse(io::read_file(out))["scores"]["ref1"]["bleu"].get<double>();
+  };
+  EXPECT_DOUBLE_EQ(full, eval_bleu("", "e.json"));
   EXPECT_LT(an.bleu(an.heads()), full);
   // Masks do not leak into the next call.
   EXPECT_DOUBLE_EQ(an.bleu({}), full);
@@ -268,14 +272,9 @@ TEST(Analyzer, BleuMatchesEvalAndMaskingEverythingHurts) {
     AnalyzeOptions cut = o;
     cut.sets = {"decode.max_len_offset=1", "decode.max_len_ratio=0", "threads.intra_op=1"};
     const double short_bleu = Analyzer(cut).bleu({});
-    ASSERT_EQ(std::system(fmt::format("{} eval --checkpoint {} --split dev --beam 1 --set "
-                                      "decode.max_len_offset=1 --set decode.max_len_ratio=0 "
-                                      "--out {} >/dev/null 2>&1",
-                                      HEADCOUNT_BINARY, ckpt.string(), (dir / "c.json").string())
-                              .c_str()),
-              0);
-    const auto c = nlohmann::json::parse(io::read_file(dir / "c.json"));
-    EXPECT_DOUBLE_EQ(short_bleu, c["scores"]["ref1"]["bleu"].get<double>());
+    EXPECT_DOUBLE_EQ(
+        short_bleu,
+        eval_bleu("--set decode.max_len_offset=1 --set decode.max_len_ratio=0", "c.json"));
     EXPECT_LT(short_bleu, full);
     AnalyzeOptions bad = o;
     bad.sets = {"decode.beams=2"};

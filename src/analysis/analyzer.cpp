@@ -73,12 +73,8 @@ Analyzer::Analyzer(const AnalyzeOptions& o) : s_(std::make_unique<State>()) {
   s_->options = o;
   HC_CHECK(o.split == "dev" || o.split == "test", "split: expected dev or test, got '{}'", o.split);
   s_->info = run::read_checkpoint_info(o.checkpoint);
-  if (!o.sets.empty()) {
-    ConfigLoader loader;
-    loader.apply_yaml_text(dump_config(s_->info.config), (o.checkpoint / "config.yaml").string());
-    for (const auto& a : o.sets) loader.apply_set(a);
-    s_->info.config = loader.finish();
-  }
+  s_->info.config =
+      with_overrides(s_->info.config, (o.checkpoint / "config.yaml").string(), o.sets);
   const Config& c = s_->info.config;
   s_->device = runtime::resolve_device(c.device);
   runtime::apply_threads(

@@ -51,10 +51,7 @@ struct Loaded {
 Loaded load(const DecodeArgs& a) {
   Loaded l;
   l.info = run::read_checkpoint_info(a.checkpoint);
-  ConfigLoader loader;
-  loader.apply_yaml_text(dump_config(l.info.config), a.checkpoint + "/config.yaml");
-  for (const auto& s : a.sets) loader.apply_set(s);
-  l.info.config = loader.finish();
+  l.info.config = with_overrides(l.info.config, a.checkpoint + "/config.yaml", a.sets);
   const Config& c = l.info.config;
   l.device = runtime::resolve_device(c.device);
   l.precision = resolve_precision(c.decode.precision, l.device, "decode.precision");

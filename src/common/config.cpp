@@ -751,6 +751,15 @@ Config load_config_file(const fs::path& path) {
   return loader.finish();
 }
 
+Config with_overrides(const Config& config, const std::string& origin,
+                      const std::vector<std::string>& sets) {
+  if (sets.empty()) return config;
+  ConfigLoader loader;
+  loader.apply_yaml_text(dump_config(config), origin);
+  for (const auto& a : sets) loader.apply_set(a);
+  return loader.finish();
+}
+
 fs::path data_path(const DataConfig& data, const std::string& name) {
   const fs::path p(name);
   return p.is_absolute() ? p : fs::path(data.dir) / p;

@@ -211,6 +211,10 @@ std::string dump_config(const Config& config);
 void save_config(const Config& config, const fs::path& path);
 // Loads a config written by save_config (a run folder's config.yaml).
 Config load_config_file(const fs::path& path);
+// `config` (read from `origin`, for messages) with "KEY=VALUE" overrides applied and validated,
+// as --set does: a checkpoint's config under eval's or an analysis's overrides.
+Config with_overrides(const Config& config, const std::string& origin,
+                      const std::vector<std::string>& sets);
 
 // Paths of the data files, resolved against data.dir.
 fs::path data_path(const DataConfig& data, const std::string& name);
