@@ -9,6 +9,7 @@
 #include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <numeric>
 #include <random>
 
 #include "headcount/common/check.h"
@@ -272,6 +273,136 @@ TEST(Fisher, CalibrationGramRefitsAnUnprunedLayerToItself) {
   EXPECT_TRUE(torch::allclose(b, attn->out_proj_bias, 1e-4, 1e-5));
 }
 
+// Kept-head outputs [N, H*Dh] of every attention layer with heads (non-padding queries), from the
+// model's own forward over `examples` as one batch.
+std::map<std::string, torch::Tensor> recorded_head_outputs(model::Transformer& m,
+                                                           const std::vector<data::Example>& ex) {
+  std::vector<int64_t> idx(ex.size());
+  std::iota(idx.begin(), idx.end(), int64_t{0});
+  const auto b = data::collate(ex, idx, torch::kCPU);
+  for (auto type : model::kAttentionTypes)
+    for (auto& a : m->attention_layers(type)) a->set_record(true);
+  m->forward(b.src, b.tgt_in);
+  std::map<std::string, torch::Tensor> out;
+  for (auto type : model::kAttentionTypes) {
+    auto attns = m->attention_layers(type);
+    const auto& queries = type == AttentionType::kEncSelf ? b.src : b.tgt_in;
+    const auto rows = queries.reshape(-1).ne(data::kPadId).nonzero().squeeze(1);
+    for (size_t i = 0; i < attns.size(); ++i) {
+      attns[i]->set_record(false);
+      if (attns[i]->num_heads() == 0) continue;
+      const auto h = attns[i]->last_head_outputs();  // [B, H, T, Dh]
+      out[prune::HeadGatesImpl::key(type, static_cast<int>(i))] =
+          h.permute({0, 2, 1, 3}).reshape({h.size(0) * h.size(2), -1}).index_select(0, rows);
+    }
+  }
+  return out;
+}
+
+// [W^T; b^T] of an attention layer's output projection, double.
+torch::Tensor projection(const model::MultiheadAttention& a) {
+  if (a->num_heads() == 0) return a->out_proj_bias.unsqueeze(0).to(torch::kDouble);
+  return torch::cat({a->out_proj_weight.t(), a->out_proj_bias.unsqueeze(0)}, 0).to(torch::kDouble);
+}
+
+torch::Tensor with_constant(const torch::Tensor& z) {
+  const auto x = z.to(torch::kDouble);
+  return torch::cat({x, torch::ones({x.size(0), 1}, x.options())}, 1);
+}
+
+TEST(Fisher, SequentialRefitIsTheLeastSquaresFitOnThePrunedModelsOwnInputs) {
+  const auto examples = random_examples(40, 21);
+  for (bool pre_norm : {false, true}) {
+    SCOPED_TRACE(pre_norm ? "pre-norm" : "post-norm");
+    torch::manual_seed(7);
+    ModelConfig c = small_model_config();
+    c.pre_norm = pre_norm;
+    model::Transformer reference(c, model::Architecture::uniform(c), 20, 20);
+    reference->eval();
+    // Heads removed in five layers (every head of enc_dec.0); dec_self.0 keeps its four.
+    const std::map<std::string, torch::Tensor> values = {
+        {"enc_self.0", torch::tensor({1.f, 0.f, 1.f, 0.f})},
+        {"enc_self.1", torch::tensor({0.f, 1.f, 1.f, 1.f})},
+        {"dec_self.1", torch::tensor({1.f, 0.f, 0.f, 0.f})},
+        {"enc_dec.0", torch::tensor({0.f, 0.f, 0.f, 0.f})},
+        {"enc_dec.1", torch::tensor({1.f, 1.f, 0.f, 1.f})}};
+    for (auto mode : {ReconstructMode::kSequential, ReconstructMode::kSequentialStream}) {
+      SCOPED_TRACE(choice_name(mode));
+      auto pruned = prune::prune_heads(reference, values);
+      const auto untouched = projection(pruned->decoder_layers[0]->self_attn);
+      EXPECT_EQ(
+          prune::reconstruct_sequential(pruned, reference, examples, 60, torch::kCPU, 0.0, mode),
+          5);
+      EXPECT_TRUE(torch::equal(projection(pruned->decoder_layers[0]->self_attn), untouched));
+      if (mode == ReconstructMode::kSequential) {
+        // Every refit layer: the least-squares map from the pruned model's kept head outputs
+        // (its own forward, earlier layers refit) to the reference layer's output (its forward).
+        const auto zp = recorded_head_outputs(pruned, examples);
+        const auto zo = recorded_head_outputs(reference, examples);
+        for (auto type : model::kAttentionTypes) {
+          const auto p_attns = pruned->attention_layers(type);
+          const auto r_attns = reference->attention_layers(type);
+          for (size_t i = 0; i < p_attns.size(); ++i) {
+            const auto key = prune::HeadGatesImpl::key(type, static_cast<int>(i));
+            if (!values.count(key)) continue;
+            SCOPED_TRACE(key);
+            const auto y = with_constant(zo.at(key)).matmul(projection(r_attns[i]));
+            const auto x = zp.count(key) ? with_constant(zp.at(key))
+                                         : torch::ones({y.size(0), 1}, torch::kDouble);
+            const auto expected = std::get<0>(torch::linalg_lstsq(x, y, {}, {}));
+            EXPECT_TRUE(torch::allclose(projection(p_attns[i]), expected, 1e-3, 1e-4))
+                << (projection(p_attns[i]) - expected).abs().max().item<double>();
+          }
+        }
+      } else {
+        // enc_self.1 toward the residual stream: the fit of (reference sublayer output +
+        // reference stream - pruned stream), the streams from the layers' own forward.
+        std::vector<int64_t> idx(examples.size());
+        std::iota(idx.begin(), idx.end(), int64_t{0});
+        const auto b = data::collate(examples, idx, torch::kCPU);
+        const auto bias = model::TransformerImpl::source_bias(b.src);
+        const auto x0 = reference->embed_source(b.src);
+        const auto xo = reference->encoder_layers[0]->forward(x0, bias);
+        const auto xp = pruned->encoder_layers[0]->forward(x0, bias);
+        auto& r1 = reference->encoder_layers[1];
+        auto& p1 = pruned->encoder_layers[1];
+        const auto qo = pre_norm ? r1->self_attn_norm(xo) : xo;
+        const auto qp = pre_norm ? p1->self_attn_norm(xp) : xp;
+        const auto target = r1->self_attn->forward(qo, qo, bias) + xo - xp;
+        p1->self_attn->set_record(true);
+        p1->self_attn->forward(qp, qp, bias);
+        p1->self_attn->set_record(false);
+        const auto h = p1->self_attn->last_head_outputs();
+        const auto rows = b.src.reshape(-1).ne(data::kPadId).nonzero().squeeze(1);
+        const auto z = h.permute({0, 2, 1, 3}).reshape({h.size(0) * h.size(2), -1});
+        const auto expected = std::get<0>(torch::linalg_lstsq(
+            with_constant(z.index_select(0, rows)),
+            target.reshape({-1, c.d_model}).index_select(0, rows).to(torch::kDouble), {}, {}));
+        EXPECT_TRUE(torch::allclose(projection(p1->self_attn), expected, 1e-3, 1e-4))
+            << (projection(p1->self_attn) - expected).abs().max().item<double>();
+        // The stream target differs from the layer-output target (the streams have drifted).
+        EXPECT_GT((xo - xp).abs().max().item<double>(), 1e-3);
+      }
+    }
+  }
+}
+
+TEST(Fisher, RidgeSolveSolvesTheNormalEquationsWithoutPenalisingTheConstant) {
+  torch::manual_seed(3);
+  const auto x = with_constant(torch::randn({50, 4}, torch::kDouble));
+  const auto y = torch::randn({50, 2}, torch::kDouble);
+  const auto a = x.t().matmul(x), c = x.t().matmul(y);
+  const double ridge = 0.1;
+  const auto s = prune::ridge_solve(a, c, ridge);
+  const double lambda = ridge * a.diagonal().slice(0, 0, 4).mean().item<double>();
+  auto penalised = s.clone();
+  penalised[4].zero_();
+  EXPECT_LT((a.matmul(s) + lambda * penalised - c).abs().max().item<double>(), 1e-9);
+  EXPECT_TRUE(torch::allclose(prune::ridge_solve(a, c, 0.0),
+                              std::get<0>(torch::linalg_lstsq(x, y, {}, {})), 1e-9, 1e-9));
+  EXPECT_THROW(prune::ridge_solve(a, c.slice(0, 0, 3), 0.0), Error);
+}
+
 TEST(Fisher, PruneCommandWritesTheRunFolderOfAnL0Run) {
   testing::TempDir dir;
   const auto base = train_tiny_model(dir, 40);
@@ -322,6 +453,36 @@ TEST(Fisher, PruneCommandWritesTheRunFolderOfAnL0Run) {
   const auto q = nlohmann::json::parse(io::read_file(o.run_dir / "pruning.json"));
   EXPECT_LE(q["decode_flops_fraction"].get<double>(), 0.9 + 1e-9);
   EXPECT_EQ(q["layers_refit"].get<int>(), 0);
+
+  // Sequential reconstruction: the same heads as the one-pass run (same calibration and
+  // search), refit from the pruned model's own inputs, and the refit weights are what is saved.
+  c.prune.flops_fraction = 0;
+  c.prune.target_heads = 3;
+  c.prune.reconstruct = true;
+  c.prune.reconstruct_mode = ReconstructMode::kSequentialStream;
+  o.run_dir = dir / "fisher-sequential";
+  fs::create_directories(o.run_dir);
+  prune::fisher_prune_command(c, o);
+  const auto r = nlohmann::json::parse(io::read_file(o.run_dir / "pruning.json"));
+  EXPECT_EQ(r["reconstruct_mode"], "sequential_stream");
+  EXPECT_EQ(r["layers_refit"], p["layers_refit"]);
+  EXPECT_GT(r["layers_refit"].get<int>(), 0);
+  EXPECT_EQ(r["heads_after_e_d_de"], p["heads_after_e_d_de"]);
+  EXPECT_EQ(io::read_file(o.run_dir / "head_removal.csv"),
+            io::read_file(dir / "fisher" / "head_removal.csv"));
+  auto one_pass = run::load_model(info, torch::kCPU);
+  auto sequential = run::load_model(run::read_checkpoint_info(o.run_dir / "pruned"), torch::kCPU);
+  bool differs = false;
+  for (auto type : model::kAttentionTypes) {
+    const auto a = one_pass->attention_layers(type), b = sequential->attention_layers(type);
+    for (size_t i = 0; i < a.size(); ++i) {
+      ASSERT_EQ(a[i]->num_heads(), b[i]->num_heads());
+      if (a[i]->num_heads() > 0)
+        EXPECT_TRUE(torch::equal(a[i]->in_proj_weight, b[i]->in_proj_weight));
+      differs = differs || !torch::equal(a[i]->out_proj_bias, b[i]->out_proj_bias);
+    }
+  }
+  EXPECT_TRUE(differs);
 }
 
 TEST(Fisher, BudgetsAreCheckedWhenTheConfigLoads) {

@@ -454,6 +454,12 @@ const std::vector<Field>& schema() {
                   "fisher: re-choose each layer's kept heads with the layer's full Fisher block"),
       field<bool>("prune.reconstruct", "bool", HC_ACCESS(prune.reconstruct), any<bool>(),
                   "fisher: refit each pruned layer's output projection by least squares"),
+      choice_field<ReconstructMode>(
+          "prune.reconstruct_mode",
+          HC_ACCESS(prune.reconstruct_mode),
+          "fisher: one_pass (refit from the unpruned model's activations) | sequential (layer by "
+          "layer from the pruned model's own inputs, toward each layer's unpruned output) | "
+          "sequential_stream (the same, toward the unpruned residual stream)"),
       field<double>("prune.ridge", "float", HC_ACCESS(prune.ridge), range(0.0, 1e6),
                     "fisher: ridge of the refit, relative to the mean diagonal of the Gram matrix"),
   };

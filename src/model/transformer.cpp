@@ -175,14 +175,18 @@ torch::Tensor TransformerImpl::embed(torch::nn::Embedding& table, const torch::T
   return model::dropout(x, config_.dropout, is_training());
 }
 
+torch::Tensor TransformerImpl::source_bias(const torch::Tensor& src) {
+  const auto pad = src.eq(data::kPadId);  // [B, S]
+  return torch::zeros(pad.sizes(), torch::TensorOptions().device(src.device()))
+      .masked_fill(pad, -std::numeric_limits<float>::infinity())
+      .view({src.size(0), 1, 1, src.size(1)});  // [B, 1, 1, S]
+}
+
 EncoderOutput TransformerImpl::encode(const torch::Tensor& src) {
   EncoderOutput out;
-  auto pad = src.eq(data::kPadId);  // [B, S]
-  out.src_lengths = src.size(1) - pad.sum(1);
-  out.bias = torch::zeros(pad.sizes(), torch::TensorOptions().device(src.device()))
-                 .masked_fill(pad, -std::numeric_limits<float>::infinity())
-                 .view({src.size(0), 1, 1, src.size(1)});  // [B, 1, 1, S]
-  auto x = embed(src_embed, src, 0);
+  out.src_lengths = src.size(1) - src.eq(data::kPadId).sum(1);
+  out.bias = source_bias(src);
+  auto x = embed_source(src);
   for (auto& layer : encoder_layers) x = layer->forward(x, out.bias);
   if (config_.pre_norm) x = encoder_norm(x);
   out.memory = x;
@@ -199,7 +203,7 @@ torch::Tensor TransformerImpl::decode(const torch::Tensor& tgt_in, const Encoder
                                       DecoderState* state) {
   const int64_t offset = state ? state->steps : 0;
   const int64_t T = tgt_in.size(1);
-  auto x = embed(tgt_embed, tgt_in, offset);
+  auto x = embed_target(tgt_in, offset);
   // One new position attends to every cached one: no mask needed.
   torch::Tensor self_bias = (state && T == 1) ? torch::Tensor() : causal_bias(T, tgt_in.device());
   HC_CHECK(!state || offset == 0 || T == 1, "incremental decoding takes one position at a time");

@@ -119,6 +119,20 @@ CalibrationStats calibrate(model::Transformer& model, const std::vector<data::Ex
   return stats;
 }
 
+torch::Tensor ridge_solve(torch::Tensor a, const torch::Tensor& c, double ridge) {
+  HC_CHECK(a.dim() == 2 && a.size(0) == a.size(1) && a.size(0) >= 1 && c.dim() == 2 &&
+               c.size(0) == a.size(0),
+           "ridge_solve: a Gram matrix of shape {} does not fit cross-products of shape {}",
+           a.sizes(), c.sizes());
+  a = a.to(torch::kDouble).cpu().clone();
+  const int64_t k = a.size(0) - 1;
+  if (k > 0 && ridge > 0) {
+    const double lambda = ridge * a.diagonal().slice(0, 0, k).mean().item<double>();
+    a.diagonal().slice(0, 0, k).add_(lambda);
+  }
+  return at::linalg_solve(a, c.to(torch::kDouble).cpu());
+}
+
 std::pair<torch::Tensor, torch::Tensor> refit_output_projection(const torch::Tensor& gram,
                                                                 const torch::Tensor& weight,
                                                                 const torch::Tensor& bias,
@@ -138,22 +152,160 @@ std::pair<torch::Tensor, torch::Tensor> refit_output_projection(const torch::Ten
   cols.push_back(width);  // the constant column
   const auto index = torch::tensor(cols, torch::kLong);
   const auto g = gram.to(torch::kDouble).cpu();
-  auto a = g.index_select(0, index).index_select(1, index);  // [k+1, k+1]
-  if (k > 0 && ridge > 0) {
-    const double lambda = ridge * a.diagonal().slice(0, 0, k).mean().item<double>();
-    a.diagonal().slice(0, 0, k).add_(lambda);
-  }
   // The unpruned layer's output is [Z, 1] [W^T; b^T]: its cross-products with the kept inputs
   // come from the Gram matrix alone.
   const auto full = torch::cat({weight.detach().to(torch::kDouble).cpu().t(),
                                 bias.detach().to(torch::kDouble).cpu().unsqueeze(0)},
-                               0);                         // [width+1, D]
-  const auto rhs = g.index_select(0, index).matmul(full);  // [k+1, D]
-  const auto sol = at::linalg_solve(a, rhs);               // [k+1, D]
+                               0);  // [width+1, D]
+  const auto sol = ridge_solve(g.index_select(0, index).index_select(1, index),
+                               g.index_select(0, index).matmul(full), ridge);  // [k+1, D]
   auto new_weight = torch::zeros({weight.size(0), width}, torch::kDouble);
   if (k > 0) new_weight.index_copy_(1, index.slice(0, 0, k), sol.slice(0, 0, k).t());
   const auto new_bias = sol[k];
   return {new_weight.to(weight.options()), new_bias.to(bias.options())};
+}
+
+namespace {
+
+// One calibration batch of the sequential pass: both models' residual streams and what the
+// layers need.
+struct StreamBatch {
+  torch::Tensor tgt_in, src_bias, self_bias;
+  torch::Tensor src_rows, tgt_rows;  // flat indices of the non-padding positions
+  torch::Tensor xo, xp;              // residual streams [B, L, D]: reference, pruned
+  torch::Tensor mo, mp;              // encoder outputs [B, S, D]
+};
+
+// x -> x + f(x) (pre-norm: f reads norm(x)) or norm(x + f(x)) (post-norm), as the layers do.
+torch::Tensor sublayer_input(torch::nn::LayerNorm& norm, const torch::Tensor& x, bool pre) {
+  return pre ? norm(x) : x;
+}
+torch::Tensor sublayer_output(torch::nn::LayerNorm& norm, const torch::Tensor& x,
+                              const torch::Tensor& h, bool pre) {
+  return pre ? x + h : norm(x + h);
+}
+template <typename Layer>
+torch::Tensor feed_forward(Layer& layer, const torch::Tensor& x, bool pre) {
+  const auto h = layer->fc2(torch::relu(layer->fc1(sublayer_input(layer->ffn_norm, x, pre))));
+  return sublayer_output(layer->ffn_norm, x, h, pre);
+}
+
+}  // namespace
+
+int reconstruct_sequential(model::Transformer& pruned, model::Transformer& reference,
+                           const std::vector<data::Example>& examples, int64_t max_tokens,
+                           const torch::Device& device, double ridge, ReconstructMode mode) {
+  HC_CHECK(mode != ReconstructMode::kOnePass, "reconstruct_sequential: mode one_pass");
+  HC_CHECK(!examples.empty(), "sequential reconstruction needs at least one sentence");
+  HC_CHECK(pruned->encoder_layers.size() == reference->encoder_layers.size() &&
+               pruned->decoder_layers.size() == reference->decoder_layers.size(),
+           "sequential reconstruction: the pruned model has other layers than the reference");
+  torch::NoGradGuard no_grad;
+  const bool pruned_training = pruned->is_training(), reference_training = reference->is_training();
+  pruned->eval();
+  reference->eval();
+  const bool pre = reference->config().pre_norm;
+  const int64_t width = reference->config().d_model;
+
+  size_t longest = 0;
+  for (const auto& e : examples) longest = std::max({longest, e.src.size() + 1, e.tgt.size() + 1});
+  std::vector<StreamBatch> batches;
+  for (const auto& idx : data::make_batches(
+           examples, std::max<int64_t>(max_tokens, static_cast<int64_t>(longest)), 1)) {
+    const data::Batch b = data::collate(examples, idx, device);
+    StreamBatch s;
+    s.tgt_in = b.tgt_in;
+    s.src_bias = model::TransformerImpl::source_bias(b.src);
+    s.self_bias = model::causal_bias(b.tgt_in.size(1), device);
+    s.src_rows = b.src.reshape(-1).ne(data::kPadId).nonzero().squeeze(1);
+    s.tgt_rows = b.tgt_in.reshape(-1).ne(data::kPadId).nonzero().squeeze(1);
+    s.xo = reference->embed_source(b.src);
+    s.xp = pruned->embed_source(b.src);
+    batches.push_back(std::move(s));
+  }
+
+  int refit = 0;
+  // One attention sublayer: refits `pa` when it has lost heads, then moves both streams past it.
+  const auto attention = [&](model::MultiheadAttention ra, model::MultiheadAttention pa,
+                             torch::nn::LayerNorm rn, torch::nn::LayerNorm pn, bool encoder,
+                             bool self) {
+    const auto query = [&](StreamBatch& s, bool ref) {
+      return sublayer_input(ref ? rn : pn, ref ? s.xo : s.xp, pre);
+    };
+    const auto run = [&](StreamBatch& s, bool ref) {
+      const auto q = query(s, ref);
+      const auto& bias = encoder || !self ? s.src_bias : s.self_bias;
+      const auto& memory = self ? q : (ref ? s.mo : s.mp);
+      return (ref ? ra : pa)->forward(q, memory, bias);
+    };
+    std::vector<torch::Tensor> ho;
+    for (auto& s : batches) ho.push_back(run(s, true));
+    if (pa->num_heads() < ra->num_heads()) {
+      const int64_t k = pa->num_heads() * pa->head_dim();
+      auto a = torch::zeros({k + 1, k + 1}, torch::kDouble);
+      auto c = torch::zeros({k + 1, width}, torch::kDouble);
+      pa->set_record(true);
+      for (size_t i = 0; i < batches.size(); ++i) {
+        auto& s = batches[i];
+        const auto& rows = encoder ? s.src_rows : s.tgt_rows;
+        run(s, false);
+        torch::Tensor z;
+        if (k > 0) {
+          const auto out = pa->last_head_outputs();  // [B, H, T, Dh]
+          z = out.permute({0, 2, 1, 3}).reshape({out.size(0) * out.size(2), k});
+          z = z.index_select(0, rows).to(torch::kDouble).cpu();
+        } else {
+          z = torch::zeros({rows.size(0), 0}, torch::kDouble);
+        }
+        z = torch::cat({z, torch::ones({z.size(0), 1}, z.options())}, 1);
+        auto y = mode == ReconstructMode::kSequentialStream ? ho[i] + s.xo - s.xp : ho[i];
+        y = y.reshape({-1, width}).index_select(0, rows).to(torch::kDouble).cpu();
+        a += z.t().matmul(z);
+        c += z.t().matmul(y);
+      }
+      pa->set_record(false);
+      const auto sol = ridge_solve(a, c, ridge);  // [k+1, D]
+      if (k > 0)  // a layer left without heads has no W_o, only its bias
+        pa->out_proj_weight.copy_(sol.slice(0, 0, k).t().to(pa->out_proj_weight.options()));
+      pa->out_proj_bias.copy_(sol[k].to(pa->out_proj_bias.options()));
+      ++refit;
+    }
+    for (size_t i = 0; i < batches.size(); ++i) {
+      auto& s = batches[i];
+      const auto hp = run(s, false);
+      s.xo = sublayer_output(rn, s.xo, ho[i], pre);
+      s.xp = sublayer_output(pn, s.xp, hp, pre);
+    }
+  };
+
+  for (size_t l = 0; l < reference->encoder_layers.size(); ++l) {
+    auto& r = reference->encoder_layers[l];
+    auto& p = pruned->encoder_layers[l];
+    attention(r->self_attn, p->self_attn, r->self_attn_norm, p->self_attn_norm, true, true);
+    for (auto& s : batches) {
+      s.xo = feed_forward(r, s.xo, pre);
+      s.xp = feed_forward(p, s.xp, pre);
+    }
+  }
+  for (auto& s : batches) {
+    s.mo = pre ? reference->encoder_norm(s.xo) : s.xo;
+    s.mp = pre ? pruned->encoder_norm(s.xp) : s.xp;
+    s.xo = reference->embed_target(s.tgt_in);
+    s.xp = pruned->embed_target(s.tgt_in);
+  }
+  for (size_t l = 0; l < reference->decoder_layers.size(); ++l) {
+    auto& r = reference->decoder_layers[l];
+    auto& p = pruned->decoder_layers[l];
+    attention(r->self_attn, p->self_attn, r->self_attn_norm, p->self_attn_norm, false, true);
+    attention(r->cross_attn, p->cross_attn, r->cross_attn_norm, p->cross_attn_norm, false, false);
+    for (auto& s : batches) {
+      s.xo = feed_forward(r, s.xo, pre);
+      s.xp = feed_forward(p, s.xp, pre);
+    }
+  }
+  if (pruned_training) pruned->train();
+  if (reference_training) reference->train();
+  return refit;
 }
 
 std::map<model::AttentionType, int64_t> search_counts(
@@ -353,9 +505,10 @@ void FisherRun::run_fisher() {
   if (calib.size() < static_cast<size_t>(p.calibration_sentences))
     log::warn("fisher: prune.calibration_sentences is {}, the training set has {}",
               p.calibration_sentences, calib.size());
+  const bool one_pass_refit = p.reconstruct && p.reconstruct_mode == ReconstructMode::kOnePass;
   auto t = Clock::now();
   const auto stats =
-      calibrate(model_, calib, types, config_.train.max_tokens, device_, p.reconstruct);
+      calibrate(model_, calib, types, config_.train.max_tokens, device_, one_pass_refit);
   const double calib_seconds = seconds_since(t);
 
   // 2. Budget and search.
@@ -517,10 +670,10 @@ void FisherRun::run_fisher() {
   }
   const double rearrange_seconds = seconds_since(t);
 
-  // 4. Reconstruction of every layer that lost a head.
+  // 4. Reconstruction of every layer that lost a head (one pass; sequential after step 5).
   t = Clock::now();
   int refit = 0;
-  if (p.reconstruct) {
+  if (one_pass_refit) {
     torch::NoGradGuard no_grad;
     for (auto type : types) {
       const auto attns = model_->attention_layers(type);
@@ -538,9 +691,9 @@ void FisherRun::run_fisher() {
       }
     }
   }
-  const double reconstruct_seconds = seconds_since(t);
+  double reconstruct_seconds = seconds_since(t);
 
-  // 5. The physically smaller model.
+  // 5. The physically smaller model (refit layer by layer from its own inputs when sequential).
   t = Clock::now();
   std::map<std::string, torch::Tensor> values;
   for (const auto& [key, k] : keep) {
@@ -553,6 +706,15 @@ void FisherRun::run_fisher() {
     torch::NoGradGuard no_grad;
     pruned = prune_heads(model_, values);
   }
+  if (p.reconstruct && !one_pass_refit) {
+    const auto t_seq = Clock::now();
+    refit = reconstruct_sequential(pruned, model_, calib, config_.train.max_tokens, device_,
+                                   p.ridge, p.reconstruct_mode);
+    reconstruct_seconds = seconds_since(t_seq);
+    log::info("fisher: {} reconstruction of {} layers in {:.1f} s", choice_name(p.reconstruct_mode),
+              refit, reconstruct_seconds);
+  }
+  t = Clock::now();
   run::save_checkpoint(run::RunFolder{run}.pruned(), pruned, nullptr, state_, config_,
                        vocab_files_);
   const double save_seconds = seconds_since(t);
@@ -625,6 +787,7 @@ void FisherRun::run_fisher() {
       {"rearrange", p.rearrange},
       {"layers_rearranged", rearranged},
       {"reconstruct", p.reconstruct},
+      {"reconstruct_mode", choice_name(p.reconstruct_mode)},
       {"ridge", p.ridge},
       {"layers_refit", refit},
       {"seconds",
@@ -647,7 +810,8 @@ void FisherRun::run_fisher() {
       "Heads in the order the search removed them (head_removal.csv: removal_step is the rank, "
       "lowest diagonal Fisher first; kept heads last):\n\n```\n",
       summary["init_from"].get<std::string>(), fmt::join(p.attention, ", "), budget_json.dump(),
-      stats.sentences, p.rearrange ? "on" : "off", p.reconstruct ? "on" : "off", p.ridge,
+      stats.sentences, p.rearrange ? "on" : "off",
+      p.reconstruct ? std::string(choice_name(p.reconstruct_mode)) : std::string("off"), p.ridge,
       pruning_seconds, before.summary(), params_before, r0.bleu, pruned->architecture().summary(),
       params_after, flops_after / flops_before, r1.bleu);
   readme += text::first_lines(csv, 25) + "```\n";

@@ -26,6 +26,9 @@ enum class PenaltyNorm { kSum, kLayerMean };
 enum class GateNoise { kHead, kExample };
 // prune.method: gated fine-tuning, or post-training Fisher masks.
 enum class PruneMethod { kL0, kFisher };
+// prune.reconstruct_mode: where Fisher's least-squares refit takes each layer's inputs and target
+// from (include/headcount/prune/fisher.h).
+enum class ReconstructMode { kOnePass, kSequential, kSequentialStream };
 
 template <typename E>
 struct ChoiceNames;  // specialised below: `static constexpr std::array<std::pair<E, ...>> table`
@@ -45,6 +48,9 @@ HC_CHOICES(LambdaScheduleKind, 3, {LambdaScheduleKind::kConstant, "constant"},
 HC_CHOICES(PenaltyNorm, 2, {PenaltyNorm::kSum, "sum"}, {PenaltyNorm::kLayerMean, "layer_mean"})
 HC_CHOICES(GateNoise, 2, {GateNoise::kHead, "head"}, {GateNoise::kExample, "example"})
 HC_CHOICES(PruneMethod, 2, {PruneMethod::kL0, "l0"}, {PruneMethod::kFisher, "fisher"})
+HC_CHOICES(ReconstructMode, 3, {ReconstructMode::kOnePass, "one_pass"},
+           {ReconstructMode::kSequential, "sequential"},
+           {ReconstructMode::kSequentialStream, "sequential_stream"})
 
 #undef HC_CHOICES
 

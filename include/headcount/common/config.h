@@ -158,6 +158,11 @@ struct PruneConfig {
   int calibration_sentences = 2000;  // training sentences (teacher-forced) for Fisher and refit
   bool rearrange = true;             // mask rearrangement within each layer
   bool reconstruct = true;           // least-squares refit of each pruned layer's W_o and bias
+  // one_pass: every layer's refit from the unpruned model's activations (one calibration pass);
+  // sequential: layer by layer in forward order, from the pruned, already refit model's own
+  // inputs, toward the unpruned layer's output; sequential_stream: the same toward the unpruned
+  // model's residual stream after the sublayer (also undoing the drift of earlier layers).
+  ReconstructMode reconstruct_mode = ReconstructMode::kOnePass;
   double ridge = 1e-4;  // refit ridge, relative to the mean diagonal of the layer's Gram matrix
 };
 

@@ -83,6 +83,15 @@ class TransformerImpl : public torch::nn::Module {
   // Teacher-forced logits [B, T, V].
   torch::Tensor forward(const torch::Tensor& src, const torch::Tensor& tgt_in);
   DecoderState start_state() const;
+  // What enters the first encoder (decoder) layer: scaled embeddings plus positions (with
+  // dropout in training), and the source's additive padding mask [B, 1, 1, S]. encode() and
+  // decode() are these followed by the layers; exposed for layer-by-layer passes (Fisher's
+  // sequential reconstruction).
+  torch::Tensor embed_source(const torch::Tensor& src) { return embed(src_embed, src, 0); }
+  torch::Tensor embed_target(const torch::Tensor& tgt_in, int64_t offset = 0) {
+    return embed(tgt_embed, tgt_in, offset);
+  }
+  static torch::Tensor source_bias(const torch::Tensor& src);
 
   const Architecture& architecture() const { return arch_; }
   const ModelConfig& config() const { return config_; }

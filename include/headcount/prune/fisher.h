@@ -13,7 +13,9 @@
 //      minimises 1_Z^T F_layer 1_Z over the removed set Z (the full block, exhaustively).
 //   4. reconstruction: refit each pruned layer's output projection W_o and bias b by ridge least
 //      squares, so that the layer's output from its kept heads matches the unpruned layer's on the
-//      calibration tokens (both computed from the unpruned model's activations: one pass).
+//      calibration tokens (prune.reconstruct_mode one_pass: both computed from the unpruned
+//      model's activations, one pass), or layer by layer in forward order from the pruned and
+//      already refit model's own inputs (sequential, sequential_stream: reconstruct_sequential).
 #pragma once
 
 #include <map>
@@ -54,6 +56,25 @@ std::pair<torch::Tensor, torch::Tensor> refit_output_projection(const torch::Ten
                                                                 const torch::Tensor& bias,
                                                                 const std::vector<bool>& keep,
                                                                 double ridge);
+
+// Ridge least squares from sufficient statistics: a = [X, 1]^T [X, 1] ([k+1, k+1], the constant
+// last), c = [X, 1]^T Y ([k+1, D]). Returns S [k+1, D] solving (a + lambda diag(1, .., 1, 0)) S
+// = c, lambda = `ridge` x the mean of a's first k diagonal entries (the constant is not
+// penalised). Double precision.
+torch::Tensor ridge_solve(torch::Tensor a, const torch::Tensor& c, double ridge);
+
+// Sequential reconstruction (prune.reconstruct_mode sequential or sequential_stream). `pruned`
+// is a physically pruned copy of `reference` (prune_heads with 0/1 values: same weights, fewer
+// heads). Walks both models sublayer by sublayer in forward order over the calibration
+// sentences (eval mode, no gradients), keeping both residual streams; each attention layer of
+// `pruned` with fewer heads than its counterpart gets its W_o and bias refit (ridge_solve) from
+// its kept heads' outputs, computed from its own inputs (earlier layers already refit), toward
+// the reference sublayer's output (sequential) or toward the reference's residual stream after
+// the sublayer minus the pruned stream before it (sequential_stream: the sum entering the
+// sublayer's residual connection matches). Returns the number of layers refit.
+int reconstruct_sequential(model::Transformer& pruned, model::Transformer& reference,
+                           const std::vector<data::Example>& examples, int64_t max_tokens,
+                           const torch::Device& device, double ridge, ReconstructMode mode);
 
 // The budget of the mask search: keep per type at most `limit` = fixed + sum_t k_t cost[t], or
 // with `exact_total` >= 0 exactly that many heads in all, or with `exact_per_type` exactly those.
