@@ -31,9 +31,11 @@ common=(--set threads.intra_op=1 --set train.log_every=10 --set train.precision=
   --set prune.target_warmup_steps=20 --set prune.gate_lr=0.1 \
   --set train.max_steps=60 --set train.eval_every=20 --set train.eval_max_sentences=20 \
   --out "$out/prune-target" >"$out/prune-target.log" 2>&1
-# Fisher post-training pruning to 12 heads (no training: masks, refit, the same run-folder files).
+# Fisher post-training pruning to 12 heads (no training: masks, refit, the same run-folder files);
+# the one-pass refit, the default until session 17 (whose sequential_stream is tested in the suite).
 "$bin" prune configs/tiny.yaml configs/quickstart-prune.yaml "${common[@]}" --method fisher \
   --set prune.init_from="$out/train/checkpoints/last" --set prune.target_heads=12 \
+  --set prune.reconstruct_mode=one_pass \
   --set train.eval_max_sentences=20 --out "$out/prune-fisher" >"$out/prune-fisher.log" 2>&1
 
 # The other choices of the config: a linear lambda schedule, L_C as a sum, per-example gate noise,

@@ -454,31 +454,33 @@ TEST(Fisher, PruneCommandWritesTheRunFolderOfAnL0Run) {
   EXPECT_LE(q["decode_flops_fraction"].get<double>(), 0.9 + 1e-9);
   EXPECT_EQ(q["layers_refit"].get<int>(), 0);
 
-  // Sequential reconstruction: the same heads as the one-pass run (same calibration and
-  // search), refit from the pruned model's own inputs, and the refit weights are what is saved.
+  // The one-pass refit: the same heads as the first run (same calibration and search, which
+  // used the default sequential_stream refit), other W_o and biases.
+  EXPECT_EQ(p["reconstruct_mode"], "sequential_stream");
   c.prune.flops_fraction = 0;
   c.prune.target_heads = 3;
   c.prune.reconstruct = true;
-  c.prune.reconstruct_mode = ReconstructMode::kSequentialStream;
-  o.run_dir = dir / "fisher-sequential";
+  c.prune.reconstruct_mode = ReconstructMode::kOnePass;
+  o.run_dir = dir / "fisher-one-pass";
   fs::create_directories(o.run_dir);
   prune::fisher_prune_command(c, o);
   const auto r = nlohmann::json::parse(io::read_file(o.run_dir / "pruning.json"));
-  EXPECT_EQ(r["reconstruct_mode"], "sequential_stream");
+  EXPECT_EQ(r["reconstruct_mode"], "one_pass");
   EXPECT_EQ(r["layers_refit"], p["layers_refit"]);
   EXPECT_GT(r["layers_refit"].get<int>(), 0);
   EXPECT_EQ(r["heads_after_e_d_de"], p["heads_after_e_d_de"]);
   EXPECT_EQ(io::read_file(o.run_dir / "head_removal.csv"),
             io::read_file(dir / "fisher" / "head_removal.csv"));
-  auto one_pass = run::load_model(info, torch::kCPU);
-  auto sequential = run::load_model(run::read_checkpoint_info(o.run_dir / "pruned"), torch::kCPU);
+  auto sequential = run::load_model(info, torch::kCPU);
+  auto one_pass = run::load_model(run::read_checkpoint_info(o.run_dir / "pruned"), torch::kCPU);
   bool differs = false;
   for (auto type : model::kAttentionTypes) {
     const auto a = one_pass->attention_layers(type), b = sequential->attention_layers(type);
     for (size_t i = 0; i < a.size(); ++i) {
       ASSERT_EQ(a[i]->num_heads(), b[i]->num_heads());
-      if (a[i]->num_heads() > 0)
+      if (a[i]->num_heads() > 0) {
         EXPECT_TRUE(torch::equal(a[i]->in_proj_weight, b[i]->in_proj_weight));
+      }
       differs = differs || !torch::equal(a[i]->out_proj_bias, b[i]->out_proj_bias);
     }
   }
