@@ -317,6 +317,7 @@ TEST(Fisher, SequentialRefitIsTheLeastSquaresFitOnThePrunedModelsOwnInputs) {
     torch::manual_seed(7);
     ModelConfig c = small_model_config();
     c.pre_norm = pre_norm;
+    c.dropout = c.attention_dropout = 0.1;  // the pass must run in eval mode
     model::Transformer reference(c, model::Architecture::uniform(c), 20, 20);
     reference->eval();
     // Heads removed in five layers (every head of enc_dec.0); dec_self.0 keeps its four.
@@ -329,10 +330,13 @@ TEST(Fisher, SequentialRefitIsTheLeastSquaresFitOnThePrunedModelsOwnInputs) {
     for (auto mode : {ReconstructMode::kSequential, ReconstructMode::kSequentialStream}) {
       SCOPED_TRACE(choice_name(mode));
       auto pruned = prune::prune_heads(reference, values);
+      pruned->train();  // the pass switches to eval mode and back
       const auto untouched = projection(pruned->decoder_layers[0]->self_attn);
       EXPECT_EQ(
           prune::reconstruct_sequential(pruned, reference, examples, 60, torch::kCPU, 0.0, mode),
           5);
+      EXPECT_TRUE(pruned->is_training());
+      pruned->eval();
       EXPECT_TRUE(torch::equal(projection(pruned->decoder_layers[0]->self_attn), untouched));
       if (mode == ReconstructMode::kSequential) {
         // Every refit layer: the least-squares map from the pruned model's kept head outputs

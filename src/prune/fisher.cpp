@@ -200,6 +200,16 @@ int reconstruct_sequential(model::Transformer& pruned, model::Transformer& refer
   HC_CHECK(pruned->encoder_layers.size() == reference->encoder_layers.size() &&
                pruned->decoder_layers.size() == reference->decoder_layers.size(),
            "sequential reconstruction: the pruned model has other layers than the reference");
+  for (auto type : model::kAttentionTypes) {
+    const auto p = pruned->attention_layers(type), r = reference->attention_layers(type);
+    for (size_t i = 0; i < p.size(); ++i)
+      HC_CHECK(p[i]->num_heads() <= r[i]->num_heads() && p[i]->head_dim() == r[i]->head_dim() &&
+                   p[i]->d_model() == r[i]->d_model(),
+               "sequential reconstruction: {} of the pruned model ({} heads of {}) is not a "
+               "pruned copy of the reference's ({} heads of {})",
+               HeadGatesImpl::key(type, static_cast<int>(i)), p[i]->num_heads(), p[i]->head_dim(),
+               r[i]->num_heads(), r[i]->head_dim());
+  }
   torch::NoGradGuard no_grad;
   const bool pruned_training = pruned->is_training(), reference_training = reference->is_training();
   pruned->eval();
@@ -245,6 +255,10 @@ int reconstruct_sequential(model::Transformer& pruned, model::Transformer& refer
       auto a = torch::zeros({k + 1, k + 1}, torch::kDouble);
       auto c = torch::zeros({k + 1, width}, torch::kDouble);
       pa->set_record(true);
+      struct RecordOff {  // also when a forward throws
+        model::MultiheadAttention a;
+        ~RecordOff() { a->set_record(false); }
+      } record_off{pa};
       for (size_t i = 0; i < batches.size(); ++i) {
         auto& s = batches[i];
         const auto& rows = encoder ? s.src_rows : s.tgt_rows;
@@ -263,7 +277,6 @@ int reconstruct_sequential(model::Transformer& pruned, model::Transformer& refer
         a += z.t().matmul(z);
         c += z.t().matmul(y);
       }
-      pa->set_record(false);
       const auto sol = ridge_solve(a, c, ridge);  // [k+1, D]
       if (k > 0)  // a layer left without heads has no W_o, only its bias
         pa->out_proj_weight.copy_(sol.slice(0, 0, k).t().to(pa->out_proj_weight.options()));
@@ -695,6 +708,7 @@ void FisherRun::run_fisher() {
 
   // 5. The physically smaller model (refit layer by layer from its own inputs when sequential).
   t = Clock::now();
+  double sequential_seconds = 0;
   std::map<std::string, torch::Tensor> values;
   for (const auto& [key, k] : keep) {
     auto v = torch::zeros({static_cast<int64_t>(k.size())});
@@ -710,14 +724,13 @@ void FisherRun::run_fisher() {
     const auto t_seq = Clock::now();
     refit = reconstruct_sequential(pruned, model_, calib, config_.train.max_tokens, device_,
                                    p.ridge, p.reconstruct_mode);
-    reconstruct_seconds = seconds_since(t_seq);
+    reconstruct_seconds = sequential_seconds = seconds_since(t_seq);
     log::info("fisher: {} reconstruction of {} layers in {:.1f} s", choice_name(p.reconstruct_mode),
               refit, reconstruct_seconds);
   }
-  t = Clock::now();
   run::save_checkpoint(run::RunFolder{run}.pruned(), pruned, nullptr, state_, config_,
                        vocab_files_);
-  const double save_seconds = seconds_since(t);
+  const double save_seconds = seconds_since(t) - sequential_seconds;
   const double pruning_seconds = seconds_since(t_all);
   int64_t params_after = 0;
   for (const auto& x : pruned->parameters()) params_after += x.numel();
@@ -787,7 +800,7 @@ void FisherRun::run_fisher() {
       {"rearrange", p.rearrange},
       {"layers_rearranged", rearranged},
       {"reconstruct", p.reconstruct},
-      {"reconstruct_mode", choice_name(p.reconstruct_mode)},
+      {"reconstruct_mode", p.reconstruct ? choice_name(p.reconstruct_mode) : "off"},
       {"ridge", p.ridge},
       {"layers_refit", refit},
       {"seconds",
