@@ -359,33 +359,67 @@ TEST(Fisher, SequentialRefitIsTheLeastSquaresFitOnThePrunedModelsOwnInputs) {
           }
         }
       } else {
-        // enc_self.1 toward the residual stream: the fit of (reference sublayer output +
-        // reference stream - pruned stream), the streams from the layers' own forward.
+        // Toward the residual stream: each checked layer's W_o and bias are the least-squares
+        // fit of (reference sublayer output + reference stream - pruned stream) from the pruned
+        // layer's kept head outputs, the streams computed here with the layers' own forward.
         std::vector<int64_t> idx(examples.size());
         std::iota(idx.begin(), idx.end(), int64_t{0});
         const auto b = data::collate(examples, idx, torch::kCPU);
         const auto bias = model::TransformerImpl::source_bias(b.src);
-        const auto x0 = reference->embed_source(b.src);
-        const auto xo = reference->encoder_layers[0]->forward(x0, bias);
-        const auto xp = pruned->encoder_layers[0]->forward(x0, bias);
-        auto& r1 = reference->encoder_layers[1];
-        auto& p1 = pruned->encoder_layers[1];
-        const auto qo = pre_norm ? r1->self_attn_norm(xo) : xo;
-        const auto qp = pre_norm ? p1->self_attn_norm(xp) : xp;
-        const auto target = r1->self_attn->forward(qo, qo, bias) + xo - xp;
-        p1->self_attn->set_record(true);
-        p1->self_attn->forward(qp, qp, bias);
-        p1->self_attn->set_record(false);
-        const auto h = p1->self_attn->last_head_outputs();
-        const auto rows = b.src.reshape(-1).ne(data::kPadId).nonzero().squeeze(1);
-        const auto z = h.permute({0, 2, 1, 3}).reshape({h.size(0) * h.size(2), -1});
-        const auto expected = std::get<0>(torch::linalg_lstsq(
-            with_constant(z.index_select(0, rows)),
-            target.reshape({-1, c.d_model}).index_select(0, rows).to(torch::kDouble), {}, {}));
-        EXPECT_TRUE(torch::allclose(projection(p1->self_attn), expected, 1e-3, 1e-4))
-            << (projection(p1->self_attn) - expected).abs().max().item<double>();
-        // The stream target differs from the layer-output target (the streams have drifted).
-        EXPECT_GT((xo - xp).abs().max().item<double>(), 1e-3);
+        const auto src_rows = b.src.reshape(-1).ne(data::kPadId).nonzero().squeeze(1);
+        const auto tgt_rows = b.tgt_in.reshape(-1).ne(data::kPadId).nonzero().squeeze(1);
+        // One attention sublayer of both models: checks the fit, returns both streams after it.
+        const auto check = [&](model::MultiheadAttention ra, model::MultiheadAttention pa,
+                               torch::nn::LayerNorm rn, torch::nn::LayerNorm pn,
+                               const torch::Tensor& xo, const torch::Tensor& xp,
+                               const torch::Tensor& mo, const torch::Tensor& mp,
+                               const torch::Tensor& mask, const torch::Tensor& rows) {
+          const auto qo = pre_norm ? rn(xo) : xo;
+          const auto qp = pre_norm ? pn(xp) : xp;
+          const auto ho = ra->forward(qo, mo.defined() ? mo : qo, mask);
+          pa->set_record(true);
+          const auto hp = pa->forward(qp, mp.defined() ? mp : qp, mask);
+          pa->set_record(false);
+          const auto h = pa->last_head_outputs();
+          const auto z = h.permute({0, 2, 1, 3}).reshape({h.size(0) * h.size(2), -1});
+          const auto target = ho + xo - xp;
+          const auto expected = std::get<0>(torch::linalg_lstsq(
+              with_constant(z.index_select(0, rows)),
+              target.reshape({-1, c.d_model}).index_select(0, rows).to(torch::kDouble), {}, {}));
+          EXPECT_TRUE(torch::allclose(projection(pa), expected, 1e-3, 1e-4))
+              << (projection(pa) - expected).abs().max().item<double>();
+          // The stream target differs from the layer-output target (the streams have drifted).
+          EXPECT_GT((xo - xp).abs().max().item<double>(), 1e-3);
+          return std::make_pair(pre_norm ? xo + ho : rn(xo + ho), pre_norm ? xp + hp : pn(xp + hp));
+        };
+        {
+          SCOPED_TRACE("enc_self.1");
+          const auto x0 = reference->embed_source(b.src);
+          auto& r1 = reference->encoder_layers[1];
+          auto& p1 = pruned->encoder_layers[1];
+          check(r1->self_attn, p1->self_attn, r1->self_attn_norm, p1->self_attn_norm,
+                reference->encoder_layers[0]->forward(x0, bias),
+                pruned->encoder_layers[0]->forward(x0, bias), {}, {}, bias, src_rows);
+        }
+        {
+          // dec_self.1, then enc_dec.1 on the streams after dec_self.1's sublayer.
+          const auto mo = reference->encode(b.src).memory, mp = pruned->encode(b.src).memory;
+          const auto y0 = reference->embed_target(b.tgt_in);
+          const auto causal = model::causal_bias(b.tgt_in.size(1), torch::kCPU);
+          auto& r1 = reference->decoder_layers[1];
+          auto& p1 = pruned->decoder_layers[1];
+          std::pair<torch::Tensor, torch::Tensor> after_self;
+          {
+            SCOPED_TRACE("dec_self.1");
+            after_self = check(r1->self_attn, p1->self_attn, r1->self_attn_norm, p1->self_attn_norm,
+                               reference->decoder_layers[0]->forward(y0, mo, causal, bias),
+                               pruned->decoder_layers[0]->forward(y0, mp, causal, bias), {}, {},
+                               causal, tgt_rows);
+          }
+          SCOPED_TRACE("enc_dec.1");
+          check(r1->cross_attn, p1->cross_attn, r1->cross_attn_norm, p1->cross_attn_norm,
+                after_self.first, after_self.second, mo, mp, bias, tgt_rows);
+        }
       }
     }
   }
