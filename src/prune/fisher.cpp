@@ -38,6 +38,33 @@ struct CalibLayer {
   torch::Tensor scale;  // [B, H] leaf of this batch
 };
 
+// The calibration sentences in batches of at most `max_tokens` (at least the longest sentence).
+std::vector<std::vector<int64_t>> calibration_batches(const std::vector<data::Example>& examples,
+                                                      int64_t max_tokens) {
+  size_t longest = 0;
+  for (const auto& e : examples) longest = std::max({longest, e.src.size() + 1, e.tgt.size() + 1});
+  return data::make_batches(examples, std::max<int64_t>(max_tokens, static_cast<int64_t>(longest)),
+                            1);
+}
+
+// Flat indices of the non-padding positions of `tokens` [B, L].
+torch::Tensor query_rows(const torch::Tensor& tokens) {
+  return tokens.reshape(-1).ne(data::kPadId).nonzero().squeeze(1);
+}
+
+// [Z, 1] for the rows `rows` of the head outputs `merged` [B, T, H*Dh] (the input of W_o),
+// double on the CPU: a row of the least-squares design matrix per query token.
+torch::Tensor design_rows(const torch::Tensor& merged, const torch::Tensor& rows) {
+  if (merged.size(-1) == 0) return torch::ones({rows.size(0), 1}, torch::kDouble);  // no heads
+  auto z = merged.reshape({-1, merged.size(-1)}).index_select(0, rows).to(torch::kDouble).cpu();
+  return torch::cat({z, torch::ones({z.size(0), 1}, z.options())}, 1);
+}
+
+// A layer's recorded head outputs [B, H, T, Dh] merged as its W_o reads them: [B, T, H*Dh].
+torch::Tensor merged_heads(const torch::Tensor& out) {
+  return out.transpose(1, 2).reshape({out.size(0), out.size(2), -1});
+}
+
 }  // namespace
 
 CalibrationStats calibrate(model::Transformer& model, const std::vector<data::Example>& examples,
@@ -63,10 +90,7 @@ CalibrationStats calibrate(model::Transformer& model, const std::vector<data::Ex
       stats.gram[l.key] = torch::zeros({n, n}, torch::kDouble);
     }
   }
-  size_t longest = 0;
-  for (const auto& e : examples) longest = std::max({longest, e.src.size() + 1, e.tgt.size() + 1});
-  const auto batches =
-      data::make_batches(examples, std::max<int64_t>(max_tokens, static_cast<int64_t>(longest)), 1);
+  const auto batches = calibration_batches(examples, max_tokens);
   const auto start = Clock::now();
   size_t done = 0;
   for (const auto& idx : batches) {
@@ -90,12 +114,9 @@ CalibrationStats calibrate(model::Transformer& model, const std::vector<data::Ex
       const auto g = l.scale.grad().to(torch::kDouble).cpu();  // [B, H]
       stats.fisher[l.key] += g.t().matmul(g);
       if (with_gram) {
-        const auto out = l.attention->last_head_outputs();  // [B, H, T, Dh]
-        const auto z = out.permute({0, 2, 1, 3}).reshape({bsz * out.size(2), -1});
         const auto& queries = l.type == model::AttentionType::kEncSelf ? b.src : b.tgt_in;
-        const auto rows = queries.reshape(-1).ne(data::kPadId).nonzero().squeeze(1);
-        auto x = z.index_select(0, rows).to(torch::kDouble).cpu();
-        x = torch::cat({x, torch::ones({x.size(0), 1}, x.options())}, 1);
+        const auto x =
+            design_rows(merged_heads(l.attention->last_head_outputs()), query_rows(queries));
         stats.gram[l.key] += x.t().matmul(x);
       }
     }
@@ -217,18 +238,15 @@ int reconstruct_sequential(model::Transformer& pruned, model::Transformer& refer
   const bool pre = reference->config().pre_norm;
   const int64_t width = reference->config().d_model;
 
-  size_t longest = 0;
-  for (const auto& e : examples) longest = std::max({longest, e.src.size() + 1, e.tgt.size() + 1});
   std::vector<StreamBatch> batches;
-  for (const auto& idx : data::make_batches(
-           examples, std::max<int64_t>(max_tokens, static_cast<int64_t>(longest)), 1)) {
+  for (const auto& idx : calibration_batches(examples, max_tokens)) {
     const data::Batch b = data::collate(examples, idx, device);
     StreamBatch s;
     s.tgt_in = b.tgt_in;
     s.src_bias = model::TransformerImpl::source_bias(b.src);
     s.self_bias = model::causal_bias(b.tgt_in.size(1), device);
-    s.src_rows = b.src.reshape(-1).ne(data::kPadId).nonzero().squeeze(1);
-    s.tgt_rows = b.tgt_in.reshape(-1).ne(data::kPadId).nonzero().squeeze(1);
+    s.src_rows = query_rows(b.src);
+    s.tgt_rows = query_rows(b.tgt_in);
     s.xo = reference->embed_source(b.src);
     s.xp = pruned->embed_source(b.src);
     batches.push_back(std::move(s));
@@ -250,6 +268,8 @@ int reconstruct_sequential(model::Transformer& pruned, model::Transformer& refer
     };
     std::vector<torch::Tensor> ho;
     for (auto& s : batches) ho.push_back(run(s, true));
+    // The pruned layer's merged head outputs per batch, kept to apply the refit W_o to them.
+    std::vector<torch::Tensor> zp;
     if (pa->num_heads() < ra->num_heads()) {
       const int64_t k = pa->num_heads() * pa->head_dim();
       auto a = torch::zeros({k + 1, k + 1}, torch::kDouble);
@@ -263,15 +283,9 @@ int reconstruct_sequential(model::Transformer& pruned, model::Transformer& refer
         auto& s = batches[i];
         const auto& rows = encoder ? s.src_rows : s.tgt_rows;
         run(s, false);
-        torch::Tensor z;
-        if (k > 0) {
-          const auto out = pa->last_head_outputs();  // [B, H, T, Dh]
-          z = out.permute({0, 2, 1, 3}).reshape({out.size(0) * out.size(2), k});
-          z = z.index_select(0, rows).to(torch::kDouble).cpu();
-        } else {
-          z = torch::zeros({rows.size(0), 0}, torch::kDouble);
-        }
-        z = torch::cat({z, torch::ones({z.size(0), 1}, z.options())}, 1);
+        zp.push_back(k > 0 ? merged_heads(pa->last_head_outputs())
+                           : s.xp.new_empty({s.xp.size(0), s.xp.size(1), 0}));
+        const auto z = design_rows(zp.back(), rows);
         auto y = mode == ReconstructMode::kSequentialStream ? ho[i] + s.xo - s.xp : ho[i];
         y = y.reshape({-1, width}).index_select(0, rows).to(torch::kDouble).cpu();
         a += z.t().matmul(z);
@@ -285,7 +299,10 @@ int reconstruct_sequential(model::Transformer& pruned, model::Transformer& refer
     }
     for (size_t i = 0; i < batches.size(); ++i) {
       auto& s = batches[i];
-      const auto hp = run(s, false);
+      // A refit layer's new output from its recorded heads, as its forward computes it.
+      const auto hp = zp.empty() || pa->num_heads() == 0
+                          ? run(s, false)
+                          : torch::linear(zp[i], pa->out_proj_weight, pa->out_proj_bias);
       s.xo = sublayer_output(rn, s.xo, ho[i], pre);
       s.xp = sublayer_output(pn, s.xp, hp, pre);
     }
