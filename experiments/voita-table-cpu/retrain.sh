@@ -5,7 +5,7 @@
 # to zero at 6,000), then beam-4 evaluation of checkpoints/best on dev and test. Resumable: run it
 # again after an interruption.
 #   experiments/voita-table-cpu/retrain.sh RUN [OUT_ROOT] [HEADCOUNT]
-# RUN names records/RUN/architecture.json (or records/RUN/pruned/architecture.json); the run folder is OUT_ROOT/RUN (default ~/hc/scratch).
+# RUN names records/RUN/architecture.json; the run folder is OUT_ROOT/RUN (default ~/hc/scratch).
 set -uo pipefail
 name=$1
 root=${2:-$HOME/hc/scratch}
@@ -13,8 +13,7 @@ hc=${3:-./build/headcount}
 cd "$(dirname "$0")/../.."
 out=$root/$name
 arch=experiments/voita-table-cpu/records/$name/architecture.json
-[ -f "$arch" ] || arch=experiments/voita-table-cpu/records/$name/pruned/architecture.json
-[ -f "$arch" ] || { echo "$0: no records/$name/architecture.json or records/$name/pruned/architecture.json" >&2; exit 1; }
+[ -f "$arch" ] || { echo "$0: no $arch" >&2; exit 1; }
 mkdir -p "$root"
 step_of() {
   python3 -c "import json;print(json.load(open('$out/checkpoints/last/state.json'))['step'])" \
