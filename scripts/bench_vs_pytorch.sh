@@ -22,6 +22,17 @@ case "$precision" in
   *) echo "PRECISION: expected fp32, bf16 or both, got '$precision'" >&2; exit 2 ;;
 esac
 
+# Both programs get the same OpenBLAS kernels (Debian's python3-torch loads the same OpenBLAS):
+# where headcount replaces a fallback kernel set OpenBLAS chose for a CPU it does not recognise
+# (README, "Threads and BLAS"), the peer runs with the same OPENBLAS_CORETYPE.
+if [ -z "${OPENBLAS_CORETYPE:-}" ]; then
+  core=$("$hc" bench blas | sed -n 's/.*OPENBLAS_CORETYPE=\([A-Za-z0-9_]*\) set by headcount.*/\1/p')
+  if [ -n "$core" ]; then
+    export OPENBLAS_CORETYPE=$core
+    echo "OPENBLAS_CORETYPE=$core for both programs (headcount's choice on this CPU)"
+  fi
+fi
+
 rate() { sed -E 's/.*"target_tokens_per_s": ?([0-9.]+).*/\1/'; }
 pyflag() { [ "$1" = bf16 ] && echo --bf16 || true; }
 

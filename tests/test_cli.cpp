@@ -145,6 +145,34 @@ TEST(Cli, WarnsAboutASlowReferenceBlas) {
   EXPECT_NE(r.err.find("apt-get install libopenblas0-pthread"), std::string::npos) << r.err;
 }
 
+// The kernel set named in `bench blas`'s "BLAS: OpenBLAS (OpenBLAS 0.3.21 ... SkylakeX
+// MAX_THREADS=64)".
+std::string openblas_kernels_of(const std::string& bench_blas_output) {
+  const auto end = bench_blas_output.find(" MAX_THREADS");
+  if (end == std::string::npos) return "";
+  const auto start = bench_blas_output.rfind(' ', end - 1);
+  return bench_blas_output.substr(start + 1, end - start - 1);
+}
+
+TEST(Cli, OpenBlasRunsKernelsTheCpuSupports) {
+  if (runtime::openblas_corename().empty()) GTEST_SKIP() << "the BLAS is not OpenBLAS";
+  const auto cpu = runtime::cpu_vector_features();
+  // Left to itself: never a fallback set the CPU outgrew (Debian 12's OpenBLAS picks Prescott
+  // for CPUs newer than itself; headcount restarts with a better OPENBLAS_CORETYPE).
+  auto r = run_env("env -u OPENBLAS_CORETYPE -u HEADCOUNT_OPENBLAS_FALLBACK", "bench blas");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::string chosen = openblas_kernels_of(r.out);
+  ASSERT_FALSE(chosen.empty()) << r.out;
+  EXPECT_EQ(runtime::better_openblas_coretype(chosen, false, cpu), "") << r.out;
+  // The user's setting is kept, even a slow one, and nothing claims headcount chose it.
+  r = run_env("env -u HEADCOUNT_OPENBLAS_FALLBACK OPENBLAS_CORETYPE=Prescott", "bench blas");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(openblas_kernels_of(r.out), "Prescott") << r.out;
+  EXPECT_NE(r.out.find("kernel set chosen by OPENBLAS_CORETYPE=Prescott"), std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.find("set by headcount"), std::string::npos) << r.out;
+}
+
 TEST(Runtime, KeepFreedMemoryServesLargeBlocksFromTheHeapAndKeepsThem) {
   // glibc's defaults first: a 64 MB block is a fresh mmap, returned to the system when freed.
   constexpr size_t kBlock = 64u << 20;

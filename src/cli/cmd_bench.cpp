@@ -453,7 +453,9 @@ void add_bench_command(CLI::App& app) {
     std::printf("BLAS: %s\nlibrary: %s\n", b.vendor.c_str(), b.library.c_str());
     // OpenBLAS's configuration string above names its kernel set; say when the environment chose
     // it.
-    if (const char* core = std::getenv("OPENBLAS_CORETYPE"))
+    if (const std::string note = runtime::blas_kernel_note(); !note.empty())
+      std::printf("kernel set: %s\n", note.c_str());
+    else if (const char* core = std::getenv("OPENBLAS_CORETYPE"))
       std::printf("kernel set chosen by OPENBLAS_CORETYPE=%s\n", core);
     std::printf("sgemm 384x384: %.1f GFLOP/s%s\n", b.gflops,
                 b.slow ? "  (SLOW: install libopenblas0-pthread)" : "");

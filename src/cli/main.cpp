@@ -47,7 +47,8 @@ std::vector<std::string>& args_after_dash_dash() {
 
 int main(int argc, char** argv) {
   using namespace headcount;
-  runtime::keep_freed_memory();  // before the first large tensor; see runtime.h
+  runtime::restart_with_better_blas_kernels(argv);  // first: it may re-execute the program
+  runtime::keep_freed_memory();                     // before the first large tensor; see runtime.h
   CLI::App app{
       "headcount: find out which attention heads of a Transformer translation model matter, and "
       "remove the rest.",

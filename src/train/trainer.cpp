@@ -92,6 +92,8 @@ void Trainer::prepare() {
   runtime::apply_threads(config_.threads, precision_.bf16());
   log::info("precision: {} ({}); {} LibTorch thread(s); dev decoding in {}", precision_.name(),
             precision_.reason, at::get_num_threads(), decode_precision.name());
+  if (const std::string note = runtime::blas_kernel_note(); !note.empty())
+    log::info("BLAS: {}", note);
   torch::manual_seed(static_cast<uint64_t>(config_.seed));
   corpus_ = data::load_corpus(config_.data);
   log::info("data: {} training pairs ({}), {} dev", corpus_.train.size(),

@@ -27,6 +27,36 @@ int intra_op_threads(const ThreadsConfig& threads, bool bf16);
 void apply_threads(const ThreadsConfig& threads, bool bf16 = false);
 // Identifies the BLAS and times a float matmul (a few tens of milliseconds).
 BlasInfo probe_blas();
+
+// OpenBLAS built with DYNAMIC_ARCH (Debian's) picks its kernels from the CPU's model number when
+// it is loaded. A CPU newer than the OpenBLAS build gets a generic pre-AVX2 fallback: Debian 12's
+// 0.3.21 runs Intel family 6 model 207 (a 5th-generation Xeon) on its Prescott (SSE3) kernels, at
+// 64 instead of 290 GFLOP/s, and a training step at 40% of the speed (experiments/blas-kernels).
+//
+// The kernel set OpenBLAS should be told to use (OPENBLAS_CORETYPE), or "" to keep its choice:
+// `chosen` is the set OpenBLAS picked (openblas_get_corename(), any case), `user_set` whether the
+// environment already sets OPENBLAS_CORETYPE (then it is always kept), and the CPU's features
+// (as the operating system enables them). A fallback without AVX2 on a CPU with AVX2 and FMA is
+// replaced by "SkylakeX" where the CPU has AVX-512 F/CD/BW/DQ/VL, else "Haswell".
+struct CpuVectorFeatures {
+  bool avx2_fma = false;
+  bool avx512_skx = false;  // AVX-512 F, CD, BW, DQ and VL: what OpenBLAS's SkylakeX kernels use
+};
+std::string better_openblas_coretype(const std::string& chosen, bool user_set,
+                                     const CpuVectorFeatures& cpu);
+// This CPU's features (GCC's __builtin_cpu_supports).
+CpuVectorFeatures cpu_vector_features();
+// The kernel set the loaded OpenBLAS runs ("" when the BLAS is not OpenBLAS).
+std::string openblas_corename();
+// Called first in main(): when OpenBLAS has fallen back to kernels the CPU outgrew (above), sets
+// OPENBLAS_CORETYPE and re-executes the program with the same arguments (OpenBLAS reads it only
+// when it is loaded). Returns only when nothing needed changing or the re-execution failed. The
+// restarted process finds the variable set and keeps it, so this happens at most once; processes
+// it starts (sweeps, launch) inherit it.
+void restart_with_better_blas_kernels(char** argv);
+// What restart_with_better_blas_kernels did, for `bench blas` and the logs: "" when nothing, else
+// "OpenBLAS chose Prescott for this CPU; OPENBLAS_CORETYPE=SkylakeX set by headcount".
+std::string blas_kernel_note();
 // Warns loudly (once per process) when the BLAS is slow. Free when OpenBLAS is loaded; otherwise
 // it times a small matmul. Every command calls it at start-up.
 void warn_if_slow_blas();
