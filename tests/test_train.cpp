@@ -16,6 +16,7 @@
 #include "headcount/common/check.h"
 #include "headcount/common/io.h"
 #include "headcount/common/precision.h"
+#include "headcount/common/signals.h"
 #include "headcount/data/batching.h"
 #include "headcount/data/vocab.h"
 #include "headcount/decode/search.h"
@@ -403,6 +404,55 @@ TEST(Training, KilledRunResumesOnTheSameLossCurve) {
   c.train.log_every = 5;
   int64_t killed_at = 0;
   expect_kill_and_resume_on_same_curve(dir, c, 40, &killed_at);
+}
+
+// A fine-tuning method that evaluates before its first step, where a stop request arrives (as a
+// Ctrl-C during a pruning run's start-up would); counts the steps it regularises.
+class StopDuringTheFirstEvaluation : public train::TrainingExtension {
+ public:
+  StopDuringTheFirstEvaluation(bool ask, int* steps) : ask_(ask), steps_(steps) {}
+  std::vector<train::ParamGroup> parameter_groups(model::Transformer& model,
+                                                  const torch::Device&) override {
+    return {{model->parameters(), std::nullopt}};
+  }
+  train::Regulariser regulariser(int64_t) override {
+    ++*steps_;
+    return {};
+  }
+  bool evaluate_at_start() const override { return true; }
+  void begin_evaluation() override {
+    if (ask_) StopSignals::request();
+  }
+
+ private:
+  bool ask_;
+  int* steps_;
+};
+
+TEST(Training, AStopDuringTheStartingEvaluationIsHonouredBeforeTheFirstStep) {
+  TempDir dir;
+  Config c = tiny_run_config(dir, 16);
+  c.train.max_steps = 6;
+  c.train.eval_every = 3;
+  train::TrainOptions o;
+  o.run_dir = dir / "run";
+  int steps = 0;
+  {
+    train::Trainer t(c, o, std::make_unique<StopDuringTheFirstEvaluation>(true, &steps));
+    const auto s = t.run();
+    EXPECT_TRUE(s.interrupted);
+    EXPECT_EQ(s.steps, 0);
+  }
+  EXPECT_EQ(steps, 0);  // not one training step
+  EXPECT_TRUE(fs::exists(dir / "run" / "checkpoints" / "last"));
+  EXPECT_FALSE(fs::exists(dir / "run" / "summary.json"));
+  // The same command again resumes from step 0 and finishes.
+  train::Trainer t(c, o, std::make_unique<StopDuringTheFirstEvaluation>(false, &steps));
+  const auto s = t.run();
+  EXPECT_FALSE(s.interrupted);
+  EXPECT_EQ(s.steps, 6);
+  EXPECT_EQ(steps, 6);
+  EXPECT_TRUE(fs::exists(dir / "run" / "summary.json"));
 }
 
 // A bf16 run resumes like an fp32 one (its checkpoints hold fp32 weights and Adam state in the

@@ -380,8 +380,13 @@ TrainSummary Trainer::run() {
   model_->train();
   if (state_.step == 0 && state_.best_step < 0 && extension_ && extension_->evaluate_at_start())
     evaluate_and_checkpoint(progress);
+  // A stop asked for during the start (the step-0 evaluation of a fine-tuning run) is honoured
+  // before the first step. One process only: processes of a data-parallel run agree on a stop
+  // through the step's all-reduce.
+  if (!options_.comm && StopSignals::requested()) summary.interrupted = true;
 
-  while (state_.step < t.max_steps && !(t.max_epochs > 0 && state_.epoch >= t.max_epochs)) {
+  while (!summary.interrupted && state_.step < t.max_steps &&
+         !(t.max_epochs > 0 && state_.epoch >= t.max_epochs)) {
     if (epoch_done()) {
       next_epoch();
       continue;
