@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "headcount/common/check.h"
+#include "headcount/common/io.h"
 #include "headcount/data/vocab.h"
 #include "test_util.h"
 
@@ -87,6 +88,33 @@ TEST(Vocab, CacheReusedUntilInputsOrOptionsChange) {
   const auto en = data::Vocab::load(first.tgt_model);
   EXPECT_EQ(es.decode(es.encode("el perro")), "el perro");
   EXPECT_EQ(en.decode(en.encode("the dog")), "the dog");
+}
+
+TEST(Vocab, TheSameDataGivesTheSameModelBytesInAnyFolder) {
+  TempDir dir;
+  write_corpus(dir / "train.es", dir / "train.en");
+  VocabConfig c;
+  c.size = 60;
+  c.byte_fallback = false;
+  // Trained from another working directory, into two caches: SentencePiece writes nothing there,
+  // and the temporary folder's name (with the process id) is not recorded in the model.
+  const fs::path cwd = fs::current_path();
+  fs::create_directories(dir / "work");
+  fs::current_path(dir / "work");
+  c.cache_dir = (dir / "cache-a").string();
+  const auto a = data::train_or_load_vocab(c, dir / "train.es", dir / "train.en", 1, 1);
+  c.cache_dir = (dir / "elsewhere" / "cache-b").string();
+  const auto b = data::train_or_load_vocab(c, dir / "train.es", dir / "train.en", 1, 1);
+  fs::current_path(cwd);
+  EXPECT_TRUE(fs::is_empty(dir / "work"));
+  EXPECT_FALSE(b.from_cache);
+  const std::string bytes = io::read_file(a.src_model);
+  EXPECT_EQ(bytes, io::read_file(b.src_model));
+  EXPECT_EQ(bytes.find(".tmp."), std::string::npos);
+  EXPECT_EQ(bytes.find("cache-a"), std::string::npos);
+  EXPECT_EQ(
+      data::Vocab::load(b.src_model).decode(data::Vocab::load(a.src_model).encode("el perro")),
+      "el perro");
 }
 
 TEST(Vocab, BadModelFileIsAClearError) {

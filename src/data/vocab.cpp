@@ -56,6 +56,10 @@ std::string Vocab::piece(int id) const {
 
 void train_sentencepiece(const std::vector<fs::path>& inputs, const fs::path& model_prefix,
                          const VocabConfig& c, int seed, int threads) {
+  // SentencePiece records its model prefix in the model (trainer_spec.model_prefix). The model is
+  // trained in memory, without a prefix, and written here, so that a vocabulary trained into a
+  // temporary folder (a name with a process id) is byte for byte the one trained from the same
+  // data anywhere else.
   std::string input;
   for (const auto& p : inputs) {
     std::error_code ec;
@@ -65,15 +69,17 @@ void train_sentencepiece(const std::vector<fs::path>& inputs, const fs::path& mo
   }
   sentencepiece::SetRandomGeneratorSeed(static_cast<unsigned int>(seed));
   const std::string args = fmt::format(
-      "--input={} --model_prefix={} --vocab_size={} --model_type={} --character_coverage={} "
+      "--input={} --vocab_size={} --model_type={} --character_coverage={} "
       "--pad_id={} --unk_id={} --bos_id={} --eos_id={} --input_sentence_size={} "
       "--shuffle_input_sentence=true --num_threads={} --hard_vocab_limit=false "
       "--byte_fallback={} --minloglevel=1",
-      input, model_prefix.string(), c.size, c.model_type, c.character_coverage, kPadId, kUnkId,
-      kBosId, kEosId, c.input_sentence_size, std::max(threads, 1),
+      input, c.size, c.model_type, c.character_coverage, kPadId,
+      kUnkId, kBosId, kEosId, c.input_sentence_size, std::max(threads, 1),
       c.byte_fallback ? "true" : "false");
-  const auto status = sentencepiece::SentencePieceTrainer::Train(args);
+  std::string model;
+  const auto status = sentencepiece::SentencePieceTrainer::Train(args, nullptr, &model);
   HC_CHECK(status.ok(), "SentencePiece training failed: {}", status.ToString());
+  io::write_file_atomic(model_prefix.string() + ".model", model);
 }
 
 VocabFiles train_or_load_vocab(const VocabConfig& c, const fs::path& train_src,

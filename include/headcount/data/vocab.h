@@ -53,7 +53,8 @@ struct VocabFiles {
 VocabFiles train_or_load_vocab(const VocabConfig& config, const fs::path& train_src,
                                const fs::path& train_tgt, int seed, int threads);
 
-// One model trained on `inputs`, written to `model_prefix`.model/.vocab (low level).
+// One model trained on `inputs`, written to `model_prefix`.model (low level). The model records no
+// prefix, so the same inputs and options give the same bytes in any folder.
 void train_sentencepiece(const std::vector<fs::path>& inputs, const fs::path& model_prefix,
                          const VocabConfig& config, int seed, int threads);
 
