@@ -22,7 +22,7 @@ for i in $(seq "$PAIRS"); do
   for mode in openblas headcount; do
     if [ $mode = openblas ]; then e="OPENBLAS_CORETYPE=$own"; else e="HEADCOUNT_UNUSED=1"; fi
     r=$(env $e "$B" bench train --steps 5 --warmup 2 --precision fp32 --json 2>/dev/null |
-      python3 -c 'import json,sys; d=json.load(sys.stdin); print(f"{d[\"target_tokens_per_s\"]:.0f} {d[\"matmul_peak_gflops\"]:.1f}")')
+      python3 -c 'import json,sys; d=json.load(sys.stdin); print("%.0f %.1f" % (d["target_tokens_per_s"], d["matmul_peak_gflops"]))')
     echo "pair $i $mode target_tokens_per_s/peak_gflops: $r"
   done
 done
