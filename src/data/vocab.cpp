@@ -73,9 +73,8 @@ void train_sentencepiece(const std::vector<fs::path>& inputs, const fs::path& mo
       "--pad_id={} --unk_id={} --bos_id={} --eos_id={} --input_sentence_size={} "
       "--shuffle_input_sentence=true --num_threads={} --hard_vocab_limit=false "
       "--byte_fallback={} --minloglevel=1",
-      input, c.size, c.model_type, c.character_coverage, kPadId,
-      kUnkId, kBosId, kEosId, c.input_sentence_size, std::max(threads, 1),
-      c.byte_fallback ? "true" : "false");
+      input, c.size, c.model_type, c.character_coverage, kPadId, kUnkId, kBosId, kEosId,
+      c.input_sentence_size, std::max(threads, 1), c.byte_fallback ? "true" : "false");
   std::string model;
   const auto status = sentencepiece::SentencePieceTrainer::Train(args, nullptr, &model);
   HC_CHECK(status.ok(), "SentencePiece training failed: {}", status.ToString());
