@@ -163,7 +163,7 @@ TEST(Cli, OpenBlasRunsKernelsTheCpuSupports) {
   ASSERT_EQ(r.code, 0) << r.err;
   const std::string chosen = openblas_kernels_of(r.out);
   ASSERT_FALSE(chosen.empty()) << r.out;
-  EXPECT_EQ(runtime::better_openblas_coretype(chosen, false, cpu), "") << r.out;
+  EXPECT_EQ(runtime::better_openblas_coretype(chosen, cpu), "") << r.out;
   // The user's setting is kept, even a slow one, and nothing claims headcount chose it.
   r = run_env("env -u HEADCOUNT_OPENBLAS_FALLBACK OPENBLAS_CORETYPE=Prescott", "bench blas");
   ASSERT_EQ(r.code, 0) << r.err;

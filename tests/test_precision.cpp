@@ -264,18 +264,16 @@ TEST(Runtime, OpenBlasFallbackKernelsAreReplacedOnlyWhereTheCpuHasBetter) {
   const runtime::CpuVectorFeatures hsw{.avx2_fma = true, .avx512_skx = false};
   const runtime::CpuVectorFeatures sse{};
   // A CPU OpenBLAS does not recognise gets its generic pre-AVX2 set (any case in its name).
-  EXPECT_EQ(runtime::better_openblas_coretype("Prescott", false, skx), "SkylakeX");
-  EXPECT_EQ(runtime::better_openblas_coretype("PRESCOTT", false, hsw), "Haswell");
-  EXPECT_EQ(runtime::better_openblas_coretype("Nehalem", false, hsw), "Haswell");
-  EXPECT_EQ(runtime::better_openblas_coretype("Sandybridge", false, skx), "SkylakeX");
-  // The user's OPENBLAS_CORETYPE is kept, whatever it is.
-  EXPECT_EQ(runtime::better_openblas_coretype("Prescott", true, skx), "");
+  EXPECT_EQ(runtime::better_openblas_coretype("Prescott", skx), "SkylakeX");
+  EXPECT_EQ(runtime::better_openblas_coretype("PRESCOTT", hsw), "Haswell");
+  EXPECT_EQ(runtime::better_openblas_coretype("Nehalem", hsw), "Haswell");
+  EXPECT_EQ(runtime::better_openblas_coretype("Sandybridge", skx), "SkylakeX");
   // A CPU without AVX2 really is served by the pre-AVX2 sets.
-  EXPECT_EQ(runtime::better_openblas_coretype("Prescott", false, sse), "");
+  EXPECT_EQ(runtime::better_openblas_coretype("Prescott", sse), "");
   // OpenBLAS's own AVX2 / AVX-512 choices (a recognised CPU) are kept, as is a non-OpenBLAS BLAS.
   for (const char* k : {"Haswell", "SkylakeX", "Zen", "CooperLake", "SapphireRapids", "Excavator"})
-    EXPECT_EQ(runtime::better_openblas_coretype(k, false, skx), "") << k;
-  EXPECT_EQ(runtime::better_openblas_coretype("", false, skx), "");
+    EXPECT_EQ(runtime::better_openblas_coretype(k, skx), "") << k;
+  EXPECT_EQ(runtime::better_openblas_coretype("", skx), "");
 }
 
 TEST(Precision, ConfigKeysAndTheReplacedBf16Key) {

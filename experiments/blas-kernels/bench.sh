@@ -18,11 +18,12 @@ echo "== bench blas, OpenBLAS's own choice (OPENBLAS_CORETYPE=$own)"
 env OPENBLAS_CORETYPE=$own "$B" bench blas
 echo "== bench blas, headcount's choice (OPENBLAS_CORETYPE unset)"
 echo "$mine"
+# One `bench train` (fp32) with the given environment assignments (none: headcount's choice).
+train_rate() {
+  env "$@" "$B" bench train --steps 5 --warmup 2 --precision fp32 --json 2>/dev/null |
+    python3 -c 'import json,sys; d=json.load(sys.stdin); print("%.0f %.1f" % (d["target_tokens_per_s"], d["matmul_peak_gflops"]))'
+}
 for i in $(seq "$PAIRS"); do
-  for mode in openblas headcount; do
-    if [ $mode = openblas ]; then e="OPENBLAS_CORETYPE=$own"; else e="HEADCOUNT_UNUSED=1"; fi
-    r=$(env $e "$B" bench train --steps 5 --warmup 2 --precision fp32 --json 2>/dev/null |
-      python3 -c 'import json,sys; d=json.load(sys.stdin); print("%.0f %.1f" % (d["target_tokens_per_s"], d["matmul_peak_gflops"]))')
-    echo "pair $i $mode target_tokens_per_s/peak_gflops: $r"
-  done
+  echo "pair $i openblas target_tokens_per_s/peak_gflops: $(train_rate OPENBLAS_CORETYPE="$own")"
+  echo "pair $i headcount target_tokens_per_s/peak_gflops: $(train_rate)"
 done

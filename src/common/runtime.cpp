@@ -4,6 +4,7 @@
 
 #include <link.h>
 #include <malloc.h>
+#include <strings.h>
 #include <unistd.h>
 #include <cstdlib>
 
@@ -12,7 +13,6 @@
 #include <torch/torch.h>
 
 #include <algorithm>
-#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <climits>
@@ -104,25 +104,19 @@ namespace {
 // The marker a restarted process finds: the kernel set OpenBLAS had chosen before the restart.
 constexpr const char* kRestartMarker = "HEADCOUNT_OPENBLAS_FALLBACK";
 
-std::string lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
-
 }  // namespace
 
-std::string better_openblas_coretype(const std::string& chosen, bool user_set,
-                                     const CpuVectorFeatures& cpu) {
-  if (user_set || chosen.empty() || !cpu.avx2_fma) return "";
+std::string better_openblas_coretype(const std::string& chosen, const CpuVectorFeatures& cpu) {
+  if (!cpu.avx2_fma) return "";
   // OpenBLAS's x86-64 kernel sets without AVX2: what it falls back to for a CPU it does not know.
   static const char* const kPreAvx2[] = {"prescott",  "core2",        "penryn",      "dunnington",
                                          "nehalem",   "atom",         "sandybridge", "barcelona",
                                          "bobcat",    "bulldozer",    "piledriver",  "steamroller",
                                          "opteron",   "opteron_sse3", "katmai",      "coppermine",
                                          "northwood", "banias",       "generic"};
-  const std::string name = lower(chosen);
-  const bool fallback = std::any_of(std::begin(kPreAvx2), std::end(kPreAvx2),
-                                    [&](const char* k) { return name == k; });
+  const bool fallback = std::any_of(std::begin(kPreAvx2), std::end(kPreAvx2), [&](const char* k) {
+    return strcasecmp(chosen.c_str(), k) == 0;
+  });
   if (!fallback) return "";
   return cpu.avx512_skx ? "SkylakeX" : "Haswell";
 }
@@ -148,10 +142,9 @@ std::string openblas_corename() {
 }
 
 void restart_with_better_blas_kernels(char** argv) {
-  const bool user_set = std::getenv("OPENBLAS_CORETYPE") != nullptr;
-  if (user_set) return;  // the user's choice, or ours after a restart
+  if (std::getenv("OPENBLAS_CORETYPE")) return;  // the user's choice, or ours after a restart
   const std::string chosen = openblas_corename();
-  const std::string better = better_openblas_coretype(chosen, user_set, cpu_vector_features());
+  const std::string better = better_openblas_coretype(chosen, cpu_vector_features());
   if (better.empty()) return;
   setenv("OPENBLAS_CORETYPE", better.c_str(), 1);
   setenv(kRestartMarker, chosen.c_str(), 1);

@@ -34,16 +34,15 @@ BlasInfo probe_blas();
 // 64 instead of 290 GFLOP/s, and a training step at 40% of the speed (experiments/blas-kernels).
 //
 // The kernel set OpenBLAS should be told to use (OPENBLAS_CORETYPE), or "" to keep its choice:
-// `chosen` is the set OpenBLAS picked (openblas_get_corename(), any case), `user_set` whether the
-// environment already sets OPENBLAS_CORETYPE (then it is always kept), and the CPU's features
-// (as the operating system enables them). A fallback without AVX2 on a CPU with AVX2 and FMA is
-// replaced by "SkylakeX" where the CPU has AVX-512 F/CD/BW/DQ/VL, else "Haswell".
+// `chosen` is the set OpenBLAS picked (openblas_get_corename(), any case; "" for another BLAS),
+// `cpu` the CPU's features (as the operating system enables them). A fallback without AVX2 on a
+// CPU with AVX2 and FMA is replaced by "SkylakeX" where the CPU has AVX-512 F/CD/BW/DQ/VL, else
+// "Haswell". A user's OPENBLAS_CORETYPE is never replaced (restart_with_better_blas_kernels).
 struct CpuVectorFeatures {
   bool avx2_fma = false;
   bool avx512_skx = false;  // AVX-512 F, CD, BW, DQ and VL: what OpenBLAS's SkylakeX kernels use
 };
-std::string better_openblas_coretype(const std::string& chosen, bool user_set,
-                                     const CpuVectorFeatures& cpu);
+std::string better_openblas_coretype(const std::string& chosen, const CpuVectorFeatures& cpu);
 // This CPU's features (GCC's __builtin_cpu_supports).
 CpuVectorFeatures cpu_vector_features();
 // The kernel set the loaded OpenBLAS runs ("" when the BLAS is not OpenBLAS).
@@ -55,7 +54,8 @@ std::string openblas_corename();
 // it starts (sweeps, launch) inherit it.
 void restart_with_better_blas_kernels(char** argv);
 // What restart_with_better_blas_kernels did, for `bench blas` and the logs: "" when nothing, else
-// "OpenBLAS chose Prescott for this CPU; OPENBLAS_CORETYPE=SkylakeX set by headcount".
+// "OpenBLAS chose its Prescott kernels for this CPU, which it does not recognise;
+// OPENBLAS_CORETYPE=SkylakeX set by headcount".
 std::string blas_kernel_note();
 // Warns loudly (once per process) when the BLAS is slow. Free when OpenBLAS is loaded; otherwise
 // it times a small matmul. Every command calls it at start-up.
