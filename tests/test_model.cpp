@@ -341,6 +341,41 @@ TEST(Dropout, StatisticsScalingGradientAndReproducibility) {
   EXPECT_EQ(h.grad().scalar_type(), torch::kBFloat16);
 }
 
+// The mask is a function of the seed and the element's position (drawn again in the backward
+// pass, in parallel): adjacent elements are independent, the mask does not depend on the thread
+// count, and the gradient of a bf16 input is LibTorch's own product grad * mask rounded to bf16.
+TEST(Dropout, MaskIsIndependentThreadCountFreeAndItsGradientIsLibTorchs) {
+  const int threads = at::get_num_threads();
+  torch::manual_seed(3);
+  const auto ones = torch::ones({1 << 20});
+  const auto y = model::dropout(ones, 0.5, true);
+  const auto kept = y.ne(0).to(torch::kFloat64);
+  // Pairs of neighbours and of elements 4 apart both kept: 1/4 each (standard error 0.0004).
+  const double both1 = (kept.slice(0, 0, -1) * kept.slice(0, 1)).mean().item<double>();
+  const double both4 = (kept.slice(0, 0, -4) * kept.slice(0, 4)).mean().item<double>();
+  EXPECT_NEAR(both1, 0.25, 0.003);
+  EXPECT_NEAR(both4, 0.25, 0.003);
+  // The same seed on one thread and on two gives the same mask.
+  for (int t : {1, 2}) {
+    at::set_num_threads(t);
+    torch::manual_seed(3);
+    EXPECT_TRUE(torch::equal(model::dropout(ones, 0.5, true), y)) << t << " thread(s)";
+  }
+  at::set_num_threads(threads);
+  // bf16 in, fp32 out: float(x) * mask exactly; the gradient: (g * mask) rounded to bf16.
+  torch::manual_seed(4);
+  const auto x32 = torch::randn({257, 129});
+  auto x = x32.to(torch::kBFloat16).requires_grad_(true);
+  torch::manual_seed(9);
+  auto out = model::dropout(x, 0.2, true);
+  torch::manual_seed(9);
+  const auto mask = model::dropout(torch::ones({257, 129}), 0.2, true);  // 0 or 1 / 0.8
+  EXPECT_TRUE(torch::equal(out, x.detach().to(torch::kFloat32) * mask));
+  const auto g = torch::randn({257, 129});
+  out.backward(g);
+  EXPECT_TRUE(torch::equal(x.grad(), (g * mask).to(torch::kBFloat16)));
+}
+
 }  // namespace
 }  // namespace headcount
 

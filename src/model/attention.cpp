@@ -1,6 +1,5 @@
 #include "headcount/model/attention.h"
 
-#include "headcount/common/precision.h"
 #include "headcount/model/batched_matmul.h"
 #include "headcount/model/dropout.h"
 
@@ -42,13 +41,13 @@ torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& query,
     return out_proj_bias.expand({B, T, d_model_});  // [B, T, D]
   }
   const int64_t H = num_heads_, Dh = head_dim_, HD = H * Dh;
-  // Under CPU bf16 mixed precision the projections run in bf16 and the attention itself (scores,
-  // softmax, head mixing, gates) in fp32, in headcount's kernel: their outputs come back to fp32
-  // here (a [B, T, 3HD] cast), and the key/value cache holds fp32.
-  const bool fp32_core = query.device().is_cpu() && cpu_autocast_active();
+  // Under bf16 mixed precision (autocast) the projections come out in bf16, and so do the two
+  // products of the attention itself (q k^T and weights v, oneDNN's bf16 kernels on the CPU);
+  // the scores are scaled and masked in fp32, the softmax, its dropout and the gates run in fp32,
+  // and the key/value cache holds bf16. In fp32 everything runs in fp32, the products in
+  // headcount's batched kernel.
   auto project = [&](const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b) {
-    auto y = torch::linear(x, w, b);
-    return fp32_core ? y.to(torch::kFloat32) : y;
+    return torch::linear(x, w, b);
   };
   torch::Tensor q, k, v;
   if (self_attention_) {
@@ -84,12 +83,22 @@ torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& query,
   }
   q = q.view({B, T, H, Dh}).transpose(1, 2);  // [B, H, T, Dh]
   const double scale = 1.0 / std::sqrt(static_cast<double>(Dh));
-  auto scores = batched_matmul(q * scale, k.transpose(-2, -1));  // [B, H, T, S]
-  if (bias.defined()) scores = scores + bias;
-  auto weights = torch::softmax(scores, -1);  // [B, H, T, S]
+  const bool low_precision = q.scalar_type() != torch::kFloat32;
+  torch::Tensor scores;  // [B, H, T, S], fp32
+  if (low_precision) {
+    const auto raw = torch::matmul(q, k.transpose(-2, -1));  // bf16 product, fp32 accumulation
+    // One pass: bias + scale * raw, promoted to fp32 (the scale is not rounded to bf16).
+    scores = bias.defined() ? torch::add(bias.to(torch::kFloat32), raw, scale)
+                            : raw.to(torch::kFloat32).mul_(scale);
+  } else {
+    scores = batched_matmul(q * scale, k.transpose(-2, -1));
+    if (bias.defined()) scores = scores + bias;
+  }
+  auto weights = torch::softmax(scores, -1);  // [B, H, T, S], fp32
   if (record_) last_weights_ = weights.detach();
   weights = model::dropout(weights, dropout_, is_training());
-  auto heads = batched_matmul(weights, v);  // [B, H, T, Dh]
+  auto heads = low_precision ? torch::matmul(weights.to(v.scalar_type()), v)
+                             : batched_matmul(weights, v);  // [B, H, T, Dh]
   if (head_scale_.defined()) {
     // [H] -> [1, H, 1, 1]; [B, H] -> [B, H, 1, 1]; [B, T, H] (one multiplier per query token,
     // for per-token importance scores) -> [B, H, T, 1]
