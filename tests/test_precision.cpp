@@ -137,7 +137,7 @@ Batch random_batch(int64_t vocab) {
   return b;
 }
 
-TEST(Precision, Bf16RunsTheProductsAndKeepsAttentionNormsGatesAndLossInFp32) {
+TEST(Precision, Bf16RunsTheProductsAndKeepsSoftmaxNormsGatesAndLossInFp32) {
   const torch::Device cpu(torch::kCPU);
   auto m = small_transformer();
   const std::vector<model::AttentionType> all(std::begin(model::kAttentionTypes),
@@ -164,6 +164,17 @@ TEST(Precision, Bf16RunsTheProductsAndKeepsAttentionNormsGatesAndLossInFp32) {
       EXPECT_EQ(l->last_weights().scalar_type(), torch::kFloat32);
       EXPECT_EQ(l->last_head_outputs().scalar_type(), torch::kFloat32);
     }
+  }
+  // bf16: attention's two products (the cache of incremental decoding keeps their inputs).
+  {
+    model::MultiheadAttention att(16, 2, 8, 0.0, true);
+    model::KVCache cache;
+    PrecisionScope scope(true, cpu);
+    const auto out =
+        att->forward(torch::randn({2, 1, 16}), torch::Tensor(), torch::Tensor(), &cache);
+    EXPECT_EQ(cache.k.scalar_type(), torch::kBFloat16);
+    EXPECT_EQ(cache.v.scalar_type(), torch::kBFloat16);
+    EXPECT_EQ(out.scalar_type(), torch::kBFloat16);
   }
   // fp32: the gates' penalty and the loss.
   const auto penalty = gates->penalty(PenaltyNorm::kLayerMean);

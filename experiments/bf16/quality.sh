@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# bf16 vs fp32 quality on the quickstart model (issue 15). Run from the repository root.
+# bf16 vs fp32 quality on the quickstart model (issue 15). Run from the repository root;
+# HC (the binary, default /root/hc/bin/headcount) and RUNS (the run folders, default
+# /root/hc/runs) may be set.
 set -x
-hc=/root/hc/bin/headcount
-R=/root/hc/runs
+hc=${HC:-/root/hc/bin/headcount}
+R=${RUNS:-/root/hc/runs}
 mkdir -p $R
 cfg=(configs/bible.yaml configs/quickstart.yaml)
 date
