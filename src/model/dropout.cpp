@@ -157,6 +157,7 @@ struct DropoutFn : torch::autograd::Function<DropoutFn> {
                  static_cast<float>(ctx->saved_data["scale"].toDouble())};
     const auto dtype = static_cast<at::ScalarType>(ctx->saved_data["dtype"].toInt());
     auto g = grads[0];
+    if (!g.defined()) return {torch::Tensor(), torch::Tensor()};
     if (g.scalar_type() != torch::kFloat32 && g.scalar_type() != torch::kBFloat16)
       g = g.to(torch::kFloat32);
     return {apply_mask(g, dtype, m), torch::Tensor()};
