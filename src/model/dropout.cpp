@@ -67,12 +67,19 @@ struct Mask {
 template <typename In, typename Out>
 __attribute__((always_inline)) inline void masked_scale_body(const In* in, Out* out, int64_t begin,
                                                              int64_t end, const Mask& m) {
-  const uint32_t lo = static_cast<uint32_t>(m.seed), hi = static_cast<uint32_t>(m.seed >> 32);
+  const uint32_t lo = static_cast<uint32_t>(m.seed);
   const uint32_t threshold = m.threshold;
   const float scale = m.scale;
-  for (int64_t i = begin; i < end; ++i) {
-    const float keep = draw(lo, hi, static_cast<uint32_t>(i)) < threshold ? scale : 0.0f;
-    store(out, i, load(in, i) * keep);
+  // The counter is 32 bits: each 2^32 elements (a tensor that large) get another key.
+  for (int64_t seg = begin; seg < end;) {
+    const int64_t seg_end = std::min(end, ((seg >> 32) + 1) << 32);
+    const uint32_t hi =
+        static_cast<uint32_t>(m.seed >> 32) + static_cast<uint32_t>(seg >> 32) * 0x9e3779b9U;
+    for (int64_t i = seg; i < seg_end; ++i) {
+      const float keep = draw(lo, hi, static_cast<uint32_t>(i)) < threshold ? scale : 0.0f;
+      store(out, i, load(in, i) * keep);
+    }
+    seg = seg_end;
   }
 }
 
