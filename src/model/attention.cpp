@@ -46,12 +46,9 @@ torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& query,
   // the scores are scaled and masked in fp32, the softmax, its dropout and the gates run in fp32,
   // and the key/value cache holds bf16. In fp32 everything runs in fp32, the products in
   // headcount's batched kernel.
-  auto project = [&](const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b) {
-    return torch::linear(x, w, b);
-  };
   torch::Tensor q, k, v;
   if (self_attention_) {
-    auto qkv = project(query, in_proj_weight, in_proj_bias).split(HD, -1);  // 3 x [B, T, HD]
+    auto qkv = torch::linear(query, in_proj_weight, in_proj_bias).split(HD, -1);  // 3 x [B, T, HD]
     q = qkv[0];
     k = qkv[1].view({B, T, H, Dh}).transpose(1, 2);  // [B, H, T, Dh]
     v = qkv[2].view({B, T, H, Dh}).transpose(1, 2);
@@ -64,15 +61,15 @@ torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& query,
       cache->v = v;
     }
   } else {
-    q = project(query, in_proj_weight.narrow(0, 0, HD), in_proj_bias.narrow(0, 0, HD));
+    q = torch::linear(query, in_proj_weight.narrow(0, 0, HD), in_proj_bias.narrow(0, 0, HD));
     if (cache && cache->k.defined()) {
       k = cache->k;
       v = cache->v;
     } else {
       const int64_t S = memory.size(1);
-      auto kv =
-          project(memory, in_proj_weight.narrow(0, HD, 2 * HD), in_proj_bias.narrow(0, HD, 2 * HD))
-              .split(HD, -1);                         // 2 x [B, S, HD]
+      auto kv = torch::linear(memory, in_proj_weight.narrow(0, HD, 2 * HD),
+                              in_proj_bias.narrow(0, HD, 2 * HD))
+                    .split(HD, -1);                   // 2 x [B, S, HD]
       k = kv[0].view({B, S, H, Dh}).transpose(1, 2);  // [B, H, S, Dh]
       v = kv[1].view({B, S, H, Dh}).transpose(1, 2);
       if (cache) {

@@ -117,12 +117,17 @@ void masked_scale(const In* in, Out* out, int64_t n, const Mask& m) {
   });
 }
 
-// A fresh mask for dropout probability p in (0, 1): its seed is one draw from LibTorch's default
-// generator; the keep probability 1 - p is quantised to 2^-32.
-Mask new_mask(double p) {
+// The mask of dropout probability p in (0, 1) drawn from `seed`; the keep probability 1 - p is
+// quantised to 2^-32.
+Mask mask_of(uint64_t seed, double p) {
   const double keep = std::ldexp(1.0 - p, 32);
-  return {draw_seed(), static_cast<uint32_t>(std::min(keep, 4294967295.0)),
+  return {seed, static_cast<uint32_t>(std::min(keep, 4294967295.0)),
           static_cast<float>(1.0 / (1.0 - p))};
+}
+
+// A fresh mask: its seed is one draw from LibTorch's default generator.
+Mask new_mask(double p) {
+  return mask_of(draw_seed(), p);
 }
 
 // out (dtype out_dtype) = in * mask, for fp32 or bf16 contiguous tensors.
@@ -152,16 +157,14 @@ struct DropoutFn : torch::autograd::Function<DropoutFn> {
                                double p) {
     const Mask m = new_mask(p);
     ctx->saved_data["seed"] = static_cast<int64_t>(m.seed);
-    ctx->saved_data["threshold"] = static_cast<int64_t>(m.threshold);
-    ctx->saved_data["scale"] = static_cast<double>(m.scale);
+    ctx->saved_data["p"] = p;
     ctx->saved_data["dtype"] = static_cast<int64_t>(x.scalar_type());
     return apply_mask(x, torch::kFloat32, m);
   }
   static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
                                                torch::autograd::tensor_list grads) {
-    const Mask m{static_cast<uint64_t>(ctx->saved_data["seed"].toInt()),
-                 static_cast<uint32_t>(ctx->saved_data["threshold"].toInt()),
-                 static_cast<float>(ctx->saved_data["scale"].toDouble())};
+    const Mask m = mask_of(static_cast<uint64_t>(ctx->saved_data["seed"].toInt()),
+                           ctx->saved_data["p"].toDouble());
     const auto dtype = static_cast<at::ScalarType>(ctx->saved_data["dtype"].toInt());
     auto g = grads[0];
     if (!g.defined()) return {torch::Tensor(), torch::Tensor()};
