@@ -114,6 +114,31 @@ TEST(Cli, BleuPlainAndJsonOutput) {
   EXPECT_EQ(r.out.substr(0, 7), "100.00\n");
   r = run("bleu --metric chrf --chrf-word-order 2 -b " + files);
   EXPECT_EQ(r.code, 0);
+
+  // A paired test of the hypothesis against a baseline hypothesis: the references themselves
+  // are perfect, so no resample reaches their gap to hyp and p = 1/(n+1).
+  const std::string ref1 = (dir / "ref1").string(), hyp = (dir / "hyp").string();
+  r = run(fmt::format("bleu --json --paired-bs {} --paired-n 99 {} {}", hyp, ref1, ref1));
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto p = nlohmann::json::parse(r.out);
+  EXPECT_EQ(p["test"], "bs");
+  EXPECT_EQ(p["samples"], 99);
+  EXPECT_DOUBLE_EQ(p["system"]["score"].get<double>(), 100.0);
+  EXPECT_DOUBLE_EQ(p["system"]["p_value"].get<double>(), 0.01);
+  r = run(fmt::format("bleu --paired-ar {} {} {}", hyp, ref1, ref1));
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("paired approximate randomization, 10000 trials, seed 12345"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("difference +"), std::string::npos) << r.out;
+  // Misaligned files, or a paired test with --sentence: one-line errors.
+  std::ofstream(dir / "short") << "one line\n";
+  r = run(fmt::format("bleu --paired-bs {} {} {}", (dir / "short").string(), hyp, ref1));
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("has 1 lines but the hypothesis"), std::string::npos) << r.err;
+  r = run(fmt::format("bleu --sentence --paired-bs {} {} {}", hyp, hyp, ref1));
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("exclude each other"), std::string::npos) << r.err;
 }
 
 TEST(Cli, DumpConfigPrintsTheResolvedConfig) {

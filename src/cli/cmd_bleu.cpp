@@ -9,6 +9,7 @@
 #include "headcount/common/text.h"
 #include "headcount/eval/bleu.h"
 #include "headcount/eval/chrf.h"
+#include "headcount/eval/significance.h"
 
 namespace headcount::cli {
 namespace {
@@ -31,6 +32,10 @@ struct BleuArgs {
   bool json = false;
   bool score_only = false;
   int width = 2;
+  std::string paired_bs;  // baseline hypothesis file for a paired test
+  std::string paired_ar;
+  int paired_n = 0;
+  uint64_t paired_seed = 12345;
 };
 
 // As sacreBLEU reads its inputs: UTF-8 lines, trailing whitespace stripped. "-" is stdin.
@@ -104,6 +109,94 @@ std::string format_chrf(const eval::ChrfScore& s, const eval::Chrf& chrf,
   return fmt::format("{}|{} = {}", chrf.name(), signature, score);
 }
 
+// The hypothesis against a baseline's on the same segments: both scores, their bootstrap means
+// and 95% intervals, and the p-value of the paired test (sacreBLEU's --paired-bs / --paired-ar).
+void run_paired(const BleuArgs& a, const std::vector<std::string>& hyps,
+                const std::vector<std::vector<std::string>>& refs) {
+  const bool bs = !a.paired_bs.empty();
+  const std::string& base_path = bs ? a.paired_bs : a.paired_ar;
+  const auto base = read_segments(base_path);
+  HC_CHECK(base.size() == hyps.size(),
+           "the baseline {} has {} lines but the hypothesis {} has {}: a paired test needs the "
+           "same segments, line by line",
+           base_path, base.size(), a.hyp == "-" ? "<stdin>" : a.hyp, hyps.size());
+  eval::PairedTestOptions po;
+  po.test = bs ? "bs" : "ar";
+  po.samples = a.paired_n;
+  po.seed = a.paired_seed;
+  std::string name, signature;
+  eval::PairedTestResult r;
+  std::optional<eval::Bleu> bleu;
+  std::optional<eval::Chrf> chrf;
+  if (a.metric == "bleu") {
+    eval::BleuOptions o;
+    o.tokenize = a.tokenize;
+    o.lowercase = a.lowercase;
+    o.smooth_method = a.smooth;
+    o.smooth_value = a.smooth_value;
+    o.max_ngram_order = a.max_ngram_order;
+    bleu.emplace(o);
+    const auto sb = eval::bleu_segment_stats(*bleu, base, refs);
+    const auto ss = eval::bleu_segment_stats(*bleu, hyps, refs);
+    r = eval::paired_test(sb, ss, eval::bleu_scorer(*bleu), po);
+    name = "BLEU";
+    signature = bleu->signature(bleu->last_nrefs());
+  } else {
+    eval::ChrfOptions o;
+    o.char_order = a.chrf_char_order;
+    o.word_order = a.chrf_word_order;
+    o.beta = a.chrf_beta;
+    o.lowercase = a.lowercase;
+    o.whitespace = a.chrf_whitespace;
+    o.eps_smoothing = a.chrf_eps;
+    chrf.emplace(o);
+    const auto sb = eval::chrf_segment_stats(*chrf, base, refs);
+    const auto ss = eval::chrf_segment_stats(*chrf, hyps, refs);
+    r = eval::paired_test(sb, ss, eval::chrf_scorer(*chrf), po);
+    name = chrf->name();
+    signature = chrf->signature(chrf->last_nrefs());
+  }
+  const std::string test_name =
+      bs ? "paired bootstrap resampling" : "paired approximate randomization";
+  if (a.json) {
+    nlohmann::ordered_json j;
+    j["name"] = name;
+    j["signature"] = signature;
+    j["test"] = r.test;
+    j["samples"] = r.samples;
+    j["seed"] = r.seed;
+    j["baseline"] = {{"file", base_path},
+                     {"score", r.baseline_score},
+                     {"mean", r.baseline.mean},
+                     {"ci", r.baseline.ci}};
+    j["system"] = {{"file", a.hyp},         {"score", r.system_score},
+                   {"mean", r.system.mean}, {"ci", r.system.ci},
+                   {"p_value", r.p_value},  {"difference", r.system_score - r.baseline_score}};
+    std::puts(j.dump(1).c_str());
+    return;
+  }
+  const int w = a.width;
+  if (a.score_only) {
+    std::puts(
+        fmt::format("{:.{}f} {:.{}f} {:.4f}", r.baseline_score, w, r.system_score, w, r.p_value)
+            .c_str());
+    return;
+  }
+  std::puts(fmt::format("{}|{}", name, signature).c_str());
+  std::puts(
+      fmt::format("{}, {} {}, seed {}", test_name, r.samples, bs ? "resamples" : "trials", r.seed)
+          .c_str());
+  std::puts(fmt::format("baseline {}: {} = {:.{}f} (mean {:.{}f} +- {:.{}f})", base_path, name,
+                        r.baseline_score, w, r.baseline.mean, w, r.baseline.ci, w)
+                .c_str());
+  std::puts(fmt::format("system   {}: {} = {:.{}f} (mean {:.{}f} +- {:.{}f}) difference {:+.{}f}, "
+                        "p = {:.4f}{}",
+                        a.hyp, name, r.system_score, w, r.system.mean, w, r.system.ci, w,
+                        r.system_score - r.baseline_score, w, r.p_value,
+                        r.p_value < 0.05 ? " (significant at 0.05)" : "")
+                .c_str());
+}
+
 void run(const BleuArgs& a) {
   const auto hyps = read_segments(a.hyp);
   std::vector<std::vector<std::string>> refs;
@@ -114,6 +207,13 @@ void run(const BleuArgs& a) {
              refs.back().size(), a.hyp == "-" ? "<stdin>" : a.hyp, hyps.size());
   }
   HC_CHECK(!hyps.empty(), "{}: no hypothesis lines", a.hyp == "-" ? "<stdin>" : a.hyp);
+  if (!a.paired_bs.empty() || !a.paired_ar.empty()) {
+    HC_CHECK(!a.sentence,
+             "--sentence and a paired test (--paired-bs, --paired-ar) exclude each "
+             "other: the test compares corpus scores");
+    run_paired(a, hyps, refs);
+    return;
+  }
 
   if (a.metric == "bleu") {
     eval::BleuOptions o;
@@ -203,6 +303,22 @@ void add_bleu_command(CLI::App& app) {
   cmd->add_flag("-b,--score-only", a->score_only, "Print the score alone");
   cmd->add_option("-w,--width", a->width, "Decimals of the printed score")
       ->check(CLI::Range(0, 15))
+      ->capture_default_str();
+  auto* bs = cmd->add_option("--paired-bs", a->paired_bs,
+                             "Paired bootstrap resampling test of the hypothesis against this "
+                             "baseline hypothesis file (same segments): both scores with their "
+                             "bootstrap mean and 95% interval, and the p-value")
+                 ->check(CLI::ExistingFile);
+  auto* ar = cmd->add_option("--paired-ar", a->paired_ar,
+                             "Paired approximate randomization test against this baseline "
+                             "hypothesis file")
+                 ->check(CLI::ExistingFile);
+  bs->excludes(ar);
+  cmd->add_option("--paired-n", a->paired_n,
+                  "Resamples (bootstrap) or trials (randomization); 0: 1000 and 10000")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd->add_option("--paired-seed", a->paired_seed, "Seed of the paired test's random numbers")
       ->capture_default_str();
   cmd->callback([a] { run(*a); });
 }

@@ -153,17 +153,25 @@ std::vector<double> Chrf::segment_stats(const std::u32string& hyp,
   return best;
 }
 
-ChrfScore Chrf::corpus_score(const std::vector<std::string>& hyps,
-                             const std::vector<std::vector<std::string>>& refs) const {
+std::vector<std::vector<double>> Chrf::sentence_stats(
+    const std::vector<std::string>& hyps, const std::vector<std::vector<std::string>>& refs) const {
   const auto per_sentence = detail::gather_references(hyps.size(), refs, &last_nrefs_);
-  const int order = options_.char_order + options_.word_order;
-  std::vector<double> sum(3 * order, 0.0);
+  std::vector<std::vector<double>> out;
+  out.reserve(hyps.size());
   for (size_t i = 0; i < hyps.size(); ++i) {
     std::vector<std::u32string> r;
     for (const std::string* ref : per_sentence[i]) r.push_back(preprocess(*ref));
-    const auto st = segment_stats(preprocess(hyps[i]), r);
-    for (size_t k = 0; k < st.size(); ++k) sum[k] += st[k];
+    out.push_back(segment_stats(preprocess(hyps[i]), r));
   }
+  return out;
+}
+
+ChrfScore Chrf::corpus_score(const std::vector<std::string>& hyps,
+                             const std::vector<std::vector<std::string>>& refs) const {
+  const int order = options_.char_order + options_.word_order;
+  std::vector<double> sum(3 * order, 0.0);
+  for (const auto& st : sentence_stats(hyps, refs))
+    for (size_t k = 0; k < st.size(); ++k) sum[k] += st[k];
   ChrfScore s;
   s.score = f_score(sum);
   for (int i = 0; i < order; ++i) s.stats.push_back({sum[3 * i], sum[3 * i + 1], sum[3 * i + 2]});

@@ -29,6 +29,11 @@ class Chrf {
   ChrfScore corpus_score(const std::vector<std::string>& hyps,
                          const std::vector<std::vector<std::string>>& refs) const;
   ChrfScore sentence_score(const std::string& hyp, const std::vector<std::string>& refs) const;
+  // Per-segment statistics, flat: 3 per order (hypothesis, reference and matching n-grams of
+  // the segment's best reference), characters first; what corpus_score sums and f_score scores.
+  std::vector<std::vector<double>> sentence_stats(
+      const std::vector<std::string>& hyps,
+      const std::vector<std::vector<std::string>>& refs) const;
 
   // "chrF2", "chrF2++"
   std::string name() const;
