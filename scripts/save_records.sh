@@ -17,7 +17,7 @@ for f in README.md config.yaml summary.json metrics.jsonl gates.jsonl head_remov
   [ -f "$run/$f" ] && cp "$run/$f" "$dest/$f"
 done
 shopt -s nullglob
-for f in "$run"/eval-*.json "$run"/eval-*.log; do cp "$f" "$dest/"; done
+for f in "$run"/eval-*.json "$run"/eval-*.log "$run"/eval-*.hyp.txt; do cp "$f" "$dest/"; done
 # The architecture: a pruning run's exported model, else the trained checkpoint's.
 for a in "$run/pruned/architecture.json" "$run/checkpoints/best/architecture.json" \
   "$run/checkpoints/last/architecture.json"; do

@@ -671,6 +671,67 @@ void write_eval_cache(const fs::path& run, const fs::path& checkpoint, const std
   io::write_file_atomic(run / fmt::format("eval-{}.json", split), j.dump(2));
 }
 
+// Where a run's and its control's translations are recorded (eval-SPLIT.hyp.txt beside the eval
+// cache, whose ref_files name the reference), "vs control" carries the paired bootstrap p-value.
+TEST(Report, VsControlCarriesAPairedPValueWhereTranslationsAreRecorded) {
+  TempDir dir;
+  const fs::path out = dir / "sweep";
+  const fs::path base = dir / "base";
+  write_baseline(base);
+  write_manifest(out, {"prune.lambda"}, base, true,
+                 {manifest_point("all-l0", {{"prune.lambda", "0"}}, true),
+                  manifest_point("all-l0.1", {{"prune.lambda", "0.1"}}, false, "all-l0")});
+  write_finished_prune(out, "all-l0", R"({"enc_self":[2,2],"dec_self":[2,2],"enc_dec":[2,2]})",
+                       "4/4/4", 26.0, 1000);
+  write_finished_prune(out, "all-l0.1", R"({"enc_self":[1,1],"dec_self":[2,2],"enc_dec":[2,1]})",
+                       "2/4/3", 25.0, 900);
+  write_eval_cache(base, base / "checkpoints" / "best", "dev", 30.0, 50.0, {}, {}, 10.0);
+  // 30 reference lines; the control translates them perfectly, the run keeps one word in two.
+  std::vector<std::string> ref, poor;
+  for (int i = 0; i < 30; ++i) {
+    ref.push_back(fmt::format("and god said let there be light number {} and there was light", i));
+    poor.push_back(fmt::format("and god said number {} there", i));
+  }
+  io::write_lines_atomic(dir / "dev.en", ref);
+  for (const auto& [name, hyps, bleu] :
+       {std::tuple{"all-l0", ref, 100.0}, std::tuple{"all-l0.1", poor, 20.0}}) {
+    const fs::path run = out / name;
+    write_eval_cache(run, run / "pruned", "dev", bleu, 50.0, {}, {}, 10.0);
+    auto j = nlohmann::json::parse(io::read_file(run / "eval-dev.json"));
+    j["ref_files"] = {(dir / "dev.en").string()};
+    io::write_file_atomic(run / "eval-dev.json", j.dump(2));
+    io::write_lines_atomic(run / "eval-dev.hyp.txt", hyps);
+  }
+  sweep::ReportOptions o;
+  o.dir = out;
+  o.executable = "/bin/false";
+  o.splits = {"dev"};
+  o.plots = false;
+  auto r = sweep::write_report(o);
+  ASSERT_EQ(r.rows.size(), 3u);
+  EXPECT_DOUBLE_EQ(*r.rows[2].delta_control, 20.0 - 100.0);
+  // No resample of a perfect control against the poor run comes near the observed gap.
+  ASSERT_TRUE(r.rows[2].p_control.has_value());
+  EXPECT_DOUBLE_EQ(*r.rows[2].p_control, 1.0 / 1001.0);
+  EXPECT_FALSE(r.rows[1].p_control.has_value());  // the control itself
+  EXPECT_NE(io::read_file(out / "results.md").find("| -80.00 (p 0.001) |"), std::string::npos)
+      << io::read_file(out / "results.md");
+  auto csv = io::read_lines(out / "results.csv");
+  EXPECT_EQ(csv[0].substr(csv[0].size() - 10), ",p_control");
+  EXPECT_EQ(csv[3].substr(csv[3].size() - 7), ",0.0010");
+
+  // The same translations as the control: p = 1.
+  io::write_lines_atomic(out / "all-l0.1" / "eval-dev.hyp.txt", ref);
+  r = sweep::write_report(o);
+  EXPECT_DOUBLE_EQ(*r.rows[2].p_control, 1.0);
+  // Without the control's translations, the difference alone and no p column.
+  fs::remove(out / "all-l0" / "eval-dev.hyp.txt");
+  r = sweep::write_report(o);
+  EXPECT_FALSE(r.rows[2].p_control.has_value());
+  EXPECT_EQ(io::read_lines(out / "results.csv")[0].find("p_control"), std::string::npos);
+  EXPECT_NE(io::read_file(out / "results.md").find("| -80.00 |"), std::string::npos);
+}
+
 // `--split dev,test`: every checkpoint's dev BLEU and test BLEU against the first reference and
 // against both (the test split has two), from the eval caches; the primary figures (BLEU, chrF,
 // the change columns, sent/s, the plot) are those of the last split listed.
@@ -976,7 +1037,14 @@ retrain:
   EXPECT_FALSE(rep2.rows[2].scores.at("test").bleu_all_refs.has_value());
   const auto header = io::read_lines(o.out / "results.csv").at(0);
   EXPECT_EQ(header.substr(header.find(",sentences_per_s")),
-            ",sentences_per_s,bleu_dev,bleu_test,bleu_scratch_dev,bleu_scratch_test");
+            ",sentences_per_s,bleu_dev,bleu_test,bleu_scratch_dev,bleu_scratch_test,p_control");
+  // The evaluations recorded their translations and references: the pruned run's difference to
+  // its control comes with a paired bootstrap p-value (the two models' tests differ or not; the
+  // value is a probability either way).
+  EXPECT_TRUE(fs::exists(o.out / "lambda-100.0" / "eval-test.hyp.txt"));
+  ASSERT_TRUE(rep2.rows[2].p_control.has_value());
+  EXPECT_GT(*rep2.rows[2].p_control, 0.0);
+  EXPECT_LE(*rep2.rows[2].p_control, 1.0);
   // With --analysis: the kept heads by function and L0 against importance pruning, per run (on
   // the first split listed: dev, cached in RUN/analysis).
   ro.analysis_sentences = 8;

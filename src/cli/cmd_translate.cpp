@@ -123,9 +123,11 @@ void add_eval_command(CLI::App& app) {
     std::vector<std::string> sources;
     std::vector<std::vector<std::string>> references;
     std::string what;
+    std::vector<std::string> ref_files;  // recorded so that a paired test can find them later
     if (!src->empty()) {
       HC_CHECK(!refs->empty(), "--src needs at least one --ref");
       sources = io::read_lines(*src);
+      ref_files = *refs;
       for (const auto& r : *refs) {
         references.push_back(io::read_lines(r, {.allow_empty_file = true}));
         HC_CHECK(references.back().size() == sources.size(),
@@ -134,13 +136,18 @@ void add_eval_command(CLI::App& app) {
       }
       what = *src;
     } else {
-      const auto corpus = data::load_corpus(l.info.config.data);
+      const auto& dc = l.info.config.data;
+      const auto corpus = data::load_corpus(dc);
       if (*split == "dev") {
         sources = corpus.dev.src;
         references = {corpus.dev.tgt};
+        ref_files = {data_path(dc, dc.dev_tgt).string()};
       } else {
         sources = corpus.test.src;
         references = corpus.test_refs;
+        ref_files = {data_path(dc, dc.test_tgt).string()};
+        for (const auto& extra : dc.test_extra_refs)
+          ref_files.push_back(data_path(dc, extra).string());
       }
       what = *split;
     }
@@ -160,6 +167,8 @@ void add_eval_command(CLI::App& app) {
     result["heads_e_d_de"] = l.info.architecture.summary();
     result["decode_seconds"] = seconds;
     result["sentences_per_s"] = seconds > 0 ? hyps.size() / seconds : 0.0;
+    if (!hyp_out->empty()) result["hyp_file"] = *hyp_out;
+    result["ref_files"] = ref_files;
     // Each reference alone, then all together.
     std::vector<std::vector<std::vector<std::string>>> sets;
     for (const auto& r : references) sets.push_back({r});

@@ -18,6 +18,8 @@
 #include "headcount/common/log.h"
 #include "headcount/common/plot.h"
 #include "headcount/common/text.h"
+#include "headcount/eval/bleu.h"
+#include "headcount/eval/significance.h"
 #include "headcount/run/run_folder.h"
 #include "headcount/sweep/sweep.h"
 
@@ -80,6 +82,7 @@ std::optional<SplitScores> split_score(const ReportOptions& o, const std::string
   std::error_code ec;
   const fs::path cache = run / fmt::format("eval-{}.json", split);
   const fs::path log_file = run / fmt::format("eval-{}.log", split);
+  const fs::path hyp_file = run / fmt::format("eval-{}.hyp.txt", split);
   auto cached = read_json(cache);
   const bool here = fs::exists(checkpoint / "model.pt", ec);
   if (!here && !cached) return std::nullopt;
@@ -91,10 +94,10 @@ std::optional<SplitScores> split_score(const ReportOptions& o, const std::string
                 fs::last_write_time(cache, ec) >= fs::last_write_time(checkpoint / "model.pt"));
   if (!fresh) {
     log::info("report: evaluating {} on {}", checkpoint.string(), split);
-    const int code = run_command(
-        o.executable,
-        {"eval", "--checkpoint", checkpoint.string(), "--split", split, "--out", cache.string()},
-        log_file);
+    const int code = run_command(o.executable,
+                                 {"eval", "--checkpoint", checkpoint.string(), "--split", split,
+                                  "--out", cache.string(), "--hyp-out", hyp_file.string()},
+                                 log_file);
     if (code != 0) {
       log::warn("report: evaluating {} failed (exit {}); see {}", checkpoint.string(), code,
                 log_file.string());
@@ -111,11 +114,47 @@ std::optional<SplitScores> split_score(const ReportOptions& o, const std::string
   };
   SplitScores s{score("ref1", "bleu"), score("all_refs", "bleu"), score("ref1", "chrf"),
                 score("all_refs", "chrf"), cached->value("sentences_per_s", 0.0)};
+  if (fs::exists(hyp_file, ec)) s.hyp_file = hyp_file;
+  if (cached->contains("ref_files") && (*cached)["ref_files"].is_array() &&
+      !(*cached)["ref_files"].empty() && (*cached)["ref_files"][0].is_string())
+    s.ref_file = (*cached)["ref_files"][0].get<std::string>();
   if (!s.bleu) {
     log::warn("report: {} has no scores.ref1.bleu", cache.string());
     return std::nullopt;
   }
   return s;
+}
+
+// Lines as sacreBLEU reads them (trailing whitespace stripped); nullopt with a warning when the
+// file cannot be read.
+std::optional<std::vector<std::string>> segments(const fs::path& p) {
+  try {
+    auto lines = io::read_lines(p, {.allow_empty_file = true});
+    for (auto& l : lines) l = text::rstrip_py_utf8(l);
+    return lines;
+  } catch (const Error& e) {
+    log::warn("report: no paired test: {}", e.what());
+    return std::nullopt;
+  }
+}
+
+// The paired bootstrap p-value of `run`'s BLEU against `control`'s on the same split, from their
+// recorded translations; nullopt (the table shows the difference alone) where either is missing.
+std::optional<double> paired_p(const SplitScores& run, const SplitScores& control) {
+  if (run.hyp_file.empty() || control.hyp_file.empty() || run.ref_file.empty()) return std::nullopt;
+  const auto hyp = segments(run.hyp_file), base = segments(control.hyp_file),
+             ref = segments(run.ref_file);
+  if (!hyp || !base || !ref) return std::nullopt;
+  if (hyp->size() != base->size() || hyp->size() != ref->size() || hyp->empty()) {
+    log::warn("report: no paired test of {} against {}: {}, {} and {} lines ({})",
+              run.hyp_file.string(), control.hyp_file.string(), hyp->size(), base->size(),
+              ref->size(), run.ref_file.string());
+    return std::nullopt;
+  }
+  const eval::Bleu bleu;
+  return eval::paired_test(eval::bleu_segment_stats(bleu, *base, {*ref}),
+                           eval::bleu_segment_stats(bleu, *hyp, {*ref}), eval::bleu_scorer(bleu))
+      .p_value;
 }
 
 // split_score on every split listed; the splits whose evaluation is missing are left out.
@@ -487,10 +526,17 @@ Report write_report(const ReportOptions& o) {
   // Against the zero-pruning control of each run's setting.
   for (auto& row : r.rows) {
     if (row.control.empty() || !row.bleu) continue;
-    for (const auto& c : r.rows)
-      if (c.name == row.control && c.name != "baseline" && c.bleu)
-        row.delta_control = *row.bleu - *c.bleu;
+    for (const auto& c : r.rows) {
+      if (c.name != row.control || c.name == "baseline" || !c.bleu) continue;
+      row.delta_control = *row.bleu - *c.bleu;
+      const auto mine = row.scores.find(primary);
+      const auto theirs = c.scores.find(primary);
+      if (!primary.empty() && mine != row.scores.end() && theirs != c.scores.end())
+        row.p_control = paired_p(mine->second, theirs->second);
+    }
   }
+  const bool p_column = std::any_of(r.rows.begin(), r.rows.end(),
+                                    [](const ReportRow& row) { return row.p_control.has_value(); });
   // The splits with several references (an all_refs score in any row's evaluation): their BLEU
   // against all references gets columns of its own. With several splits or such a split, the
   // table has a BLEU column per split (and reference set).
@@ -550,6 +596,7 @@ Report write_report(const ReportOptions& o) {
   for (const auto& col : trained_columns) header.push_back(col.csv());
   if (chrf_all_refs_column) header.push_back("chrf_" + primary + "_all_refs");
   for (const auto& col : scratch_columns) header.push_back(col.csv());
+  if (p_column) header.push_back("p_control");
   std::string csv = fmt::format("{}\n", fmt::join(header, ","));
   std::string md;
   if (per_split) {
@@ -567,7 +614,11 @@ Report write_report(const ReportOptions& o) {
       "Heads kept: encoder / decoder / decoder-encoder self- and "
       "cross-attention (e/d/d-e). From scratch: the pruned architecture trained "
       "from a random initialisation. vs control: BLEU minus that of the zero-pruning control of "
-      "the run's setting (the baseline fine-tuned for the same steps with prune.lambda 0).\n\n";
+      "the run's setting (the baseline fine-tuned for the same steps with prune.lambda 0)";
+  md += p_column ? "; p: the paired bootstrap p-value of that difference (1,000 resamples of the "
+                   "segments; `headcount bleu --paired-bs`), where both translations are "
+                   "recorded.\n\n"
+                 : ".\n\n";
   std::vector<std::string> mdh = {"run"};
   for (const auto& a : r.axes) mdh.push_back(a);
   for (const char* h : {"heads e/d/d-e", "total", "parameters"}) mdh.push_back(h);
@@ -611,6 +662,7 @@ Report write_report(const ReportOptions& o) {
       c.push_back(it == row.scores.end() ? "" : num(it->second.chrf_all_refs));
     }
     for (const auto& col : scratch_columns) c.push_back(num(col.of(row)));
+    if (p_column) c.push_back(row.p_control ? fmt::format("{:.4f}", *row.p_control) : "");
     std::vector<std::string> cq;
     for (const auto& s : c) cq.push_back(csv_field(s));
     csv += fmt::format("{}\n", fmt::join(cq, ","));
@@ -647,7 +699,10 @@ Report write_report(const ReportOptions& o) {
     }
     m.push_back(missing(num(row.chrf), pending ? row.state : ""));
     m.push_back(row.delta ? fmt::format("{:+.2f}", *row.delta) : "-");
-    m.push_back(row.delta_control ? fmt::format("{:+.2f}", *row.delta_control) : "-");
+    m.push_back(!row.delta_control ? "-"
+                : row.p_control
+                    ? fmt::format("{:+.2f} (p {:.3f})", *row.delta_control, *row.p_control)
+                    : fmt::format("{:+.2f}", *row.delta_control));
     m.push_back(row.sentences_per_s ? num(row.sentences_per_s, 1) : "-");
     md += fmt::format("| {} |\n", fmt::join(m, " | "));
   }

@@ -39,6 +39,9 @@ struct ReportOptions {
 // when the split has several, against all of them together.
 struct SplitScores {
   std::optional<double> bleu, bleu_all_refs, chrf, chrf_all_refs, sentences_per_s;
+  // The translations (RUN/eval-SPLIT.hyp.txt, when the evaluation wrote them) and the first
+  // reference they were scored against (the evaluation's ref_files): what a paired test needs.
+  fs::path hyp_file, ref_file;
 };
 
 struct ReportRow {
@@ -52,6 +55,9 @@ struct ReportRow {
   // The primary figures: the logged dev BLEU, or the last split's (first reference).
   std::optional<double> bleu, bleu_scratch, chrf, delta, sentences_per_s;
   std::optional<double> delta_control;  // BLEU minus its control's BLEU
+  // The paired bootstrap p-value of that difference (1,000 resamples of the primary split's
+  // segments, `headcount bleu --paired-bs`), where both translations are recorded.
+  std::optional<double> p_control;
   std::string scratch_state;
   // Per split evaluated (ReportOptions::splits): the run's checkpoint and its from-scratch
   // retraining.
