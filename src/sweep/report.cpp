@@ -112,8 +112,12 @@ std::optional<SplitScores> split_score(const ReportOptions& o, const std::string
                ? std::optional<double>(scores[ref][metric].get<double>())
                : std::nullopt;
   };
-  SplitScores s{score("ref1", "bleu"), score("all_refs", "bleu"), score("ref1", "chrf"),
-                score("all_refs", "chrf"), cached->value("sentences_per_s", 0.0)};
+  SplitScores s;
+  s.bleu = score("ref1", "bleu");
+  s.bleu_all_refs = score("all_refs", "bleu");
+  s.chrf = score("ref1", "chrf");
+  s.chrf_all_refs = score("all_refs", "chrf");
+  s.sentences_per_s = cached->value("sentences_per_s", 0.0);
   if (fs::exists(hyp_file, ec)) s.hyp_file = hyp_file;
   if (cached->contains("ref_files") && (*cached)["ref_files"].is_array() &&
       !(*cached)["ref_files"].empty() && (*cached)["ref_files"][0].is_string())
