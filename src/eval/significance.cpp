@@ -9,15 +9,6 @@
 namespace headcount::eval {
 namespace {
 
-std::vector<double> sum_rows(const SegmentStats& stats, const std::vector<uint32_t>& rows) {
-  std::vector<double> sum(stats.front().size(), 0.0);
-  for (uint32_t r : rows) {
-    const auto& s = stats[r];
-    for (size_t k = 0; k < sum.size(); ++k) sum[k] += s[k];
-  }
-  return sum;
-}
-
 std::vector<double> sum_all(const SegmentStats& stats) {
   std::vector<double> sum(stats.front().size(), 0.0);
   for (const auto& s : stats)
@@ -34,13 +25,32 @@ double p_value(const std::vector<double>& resampled, double observed) {
   return static_cast<double>(at_least + 1) / static_cast<double>(resampled.size() + 1);
 }
 
-std::vector<double> resampled_scores(const SegmentStats& stats,
-                                     const std::vector<std::vector<uint32_t>>& idx,
-                                     const ScoreFromStats& score) {
-  std::vector<double> out;
-  out.reserve(idx.size());
-  for (const auto& rows : idx) out.push_back(score(sum_rows(stats, rows)));
-  return out;
+// Both systems' scores on the same bootstrap resamples, the indices drawn as bootstrap_indices
+// draws them (row by row from one generator) but one resample at a time, so that memory does not
+// grow with samples x segments.
+std::pair<std::vector<double>, std::vector<double>> bootstrap_scores(const SegmentStats& a,
+                                                                     const SegmentStats& b,
+                                                                     int samples, uint64_t seed,
+                                                                     const ScoreFromStats& score) {
+  std::mt19937_64 rng(seed);
+  const size_t n = a.size(), width = a.front().size();
+  std::vector<double> out_a, out_b, sum_a(width), sum_b(width);
+  out_a.reserve(samples);
+  out_b.reserve(samples);
+  for (int t = 0; t < samples; ++t) {
+    std::fill(sum_a.begin(), sum_a.end(), 0.0);
+    std::fill(sum_b.begin(), sum_b.end(), 0.0);
+    for (size_t i = 0; i < n; ++i) {
+      const size_t r = uniform_index(rng(), n);
+      for (size_t k = 0; k < width; ++k) {
+        sum_a[k] += a[r][k];
+        sum_b[k] += b[r][k];
+      }
+    }
+    out_a.push_back(score(sum_a));
+    out_b.push_back(score(sum_b));
+  }
+  return {std::move(out_a), std::move(out_b)};
 }
 
 void check_stats(const SegmentStats& stats, size_t width, const char* which) {
@@ -102,9 +112,7 @@ PairedTestResult paired_test(const SegmentStats& baseline, const SegmentStats& s
   if (options.test == "bs") {
     // Both systems scored on the same resamples; the resampled differences, centred on their
     // mean, estimate the distribution of the difference under the null hypothesis.
-    const auto idx = bootstrap_indices(n, r.samples, options.seed);
-    const auto bl = resampled_scores(baseline, idx, score);
-    const auto sys = resampled_scores(system, idx, score);
+    const auto [bl, sys] = bootstrap_scores(baseline, system, r.samples, options.seed, score);
     r.baseline = estimate_interval(bl);
     r.system = estimate_interval(sys);
     std::vector<double> diff(bl.size());
@@ -142,9 +150,10 @@ PairedTestResult paired_test(const SegmentStats& baseline, const SegmentStats& s
   }
   r.p_value = p_value(diff, observed);
   if (options.ci_samples > 0) {
-    const auto idx = bootstrap_indices(n, options.ci_samples, options.seed + 1);
-    r.baseline = estimate_interval(resampled_scores(baseline, idx, score));
-    r.system = estimate_interval(resampled_scores(system, idx, score));
+    const auto [bl, sys] =
+        bootstrap_scores(baseline, system, options.ci_samples, options.seed + 1, score);
+    r.baseline = estimate_interval(bl);
+    r.system = estimate_interval(sys);
   }
   return r;
 }
