@@ -31,6 +31,6 @@ if [ ! -f "$out/leg2.done" ]; then
 fi
 for split in dev test; do
   [ -f "$out/eval-$split.json" ] || "$hc" eval --checkpoint "$out/checkpoints/best" --split "$split" \
-    --out "$out/eval-$split.json" > "$out/eval-$split.log" 2>&1 || exit 1
+    --out "$out/eval-$split.json" --hyp-out "$out/eval-$split.hyp.txt" > "$out/eval-$split.log" 2>&1 || exit 1
 done
 echo "finished: $out (records: scripts/save_records.sh $out experiments/voita-table-cpu/records/$name/scratch $out.leg1.log $out.leg2.log)"
