@@ -38,6 +38,28 @@ struct BleuArgs {
   uint64_t paired_seed = 12345;
 };
 
+eval::BleuOptions bleu_options(const BleuArgs& a) {
+  eval::BleuOptions o;
+  o.tokenize = a.tokenize;
+  o.lowercase = a.lowercase;
+  o.smooth_method = a.smooth;
+  o.smooth_value = a.smooth_value;
+  o.max_ngram_order = a.max_ngram_order;
+  o.effective_order = a.sentence;  // sacreBLEU's sentence-level BLEU uses the effective order
+  return o;
+}
+
+eval::ChrfOptions chrf_options(const BleuArgs& a) {
+  eval::ChrfOptions o;
+  o.char_order = a.chrf_char_order;
+  o.word_order = a.chrf_word_order;
+  o.beta = a.chrf_beta;
+  o.lowercase = a.lowercase;
+  o.whitespace = a.chrf_whitespace;
+  o.eps_smoothing = a.chrf_eps;
+  return o;
+}
+
 // As sacreBLEU reads its inputs: UTF-8 lines, trailing whitespace stripped. "-" is stdin.
 std::vector<std::string> read_segments(const std::string& path) {
   auto lines = io::read_lines_or_stdin(path, {.allow_empty_file = true});
@@ -129,27 +151,14 @@ void run_paired(const BleuArgs& a, const std::vector<std::string>& hyps,
   std::optional<eval::Bleu> bleu;
   std::optional<eval::Chrf> chrf;
   if (a.metric == "bleu") {
-    eval::BleuOptions o;
-    o.tokenize = a.tokenize;
-    o.lowercase = a.lowercase;
-    o.smooth_method = a.smooth;
-    o.smooth_value = a.smooth_value;
-    o.max_ngram_order = a.max_ngram_order;
-    bleu.emplace(o);
+    bleu.emplace(bleu_options(a));
     const auto sb = eval::bleu_segment_stats(*bleu, base, refs);
     const auto ss = eval::bleu_segment_stats(*bleu, hyps, refs);
     r = eval::paired_test(sb, ss, eval::bleu_scorer(*bleu), po);
     name = "BLEU";
     signature = bleu->signature(bleu->last_nrefs());
   } else {
-    eval::ChrfOptions o;
-    o.char_order = a.chrf_char_order;
-    o.word_order = a.chrf_word_order;
-    o.beta = a.chrf_beta;
-    o.lowercase = a.lowercase;
-    o.whitespace = a.chrf_whitespace;
-    o.eps_smoothing = a.chrf_eps;
-    chrf.emplace(o);
+    chrf.emplace(chrf_options(a));
     const auto sb = eval::chrf_segment_stats(*chrf, base, refs);
     const auto ss = eval::chrf_segment_stats(*chrf, hyps, refs);
     r = eval::paired_test(sb, ss, eval::chrf_scorer(*chrf), po);
@@ -216,14 +225,7 @@ void run(const BleuArgs& a) {
   }
 
   if (a.metric == "bleu") {
-    eval::BleuOptions o;
-    o.tokenize = a.tokenize;
-    o.lowercase = a.lowercase;
-    o.smooth_method = a.smooth;
-    o.smooth_value = a.smooth_value;
-    o.max_ngram_order = a.max_ngram_order;
-    o.effective_order = a.sentence;  // sacreBLEU's sentence-level BLEU uses the effective order
-    const eval::Bleu bleu(o);
+    const eval::Bleu bleu(bleu_options(a));
     if (a.sentence) {
       const auto stats = bleu.sentence_stats(hyps, refs);
       for (const auto& st : stats) {
@@ -236,14 +238,7 @@ void run(const BleuArgs& a) {
       std::puts(format_bleu(s, bleu.signature(bleu.last_nrefs()), a).c_str());
     }
   } else {
-    eval::ChrfOptions o;
-    o.char_order = a.chrf_char_order;
-    o.word_order = a.chrf_word_order;
-    o.beta = a.chrf_beta;
-    o.lowercase = a.lowercase;
-    o.whitespace = a.chrf_whitespace;
-    o.eps_smoothing = a.chrf_eps;
-    const eval::Chrf chrf(o);
+    const eval::Chrf chrf(chrf_options(a));
     if (a.sentence) {
       for (size_t i = 0; i < hyps.size(); ++i) {
         std::vector<std::string> r;
