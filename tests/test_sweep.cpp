@@ -547,14 +547,23 @@ TEST(Report, TableFromAFixtureOfFinishedRuns) {
   ASSERT_EQ(csv.size(), 5u);
   EXPECT_EQ(csv[0],
             "run,state,prune.lambda,heads_e_d_de,heads_total,parameters,bleu,bleu_scratch,"
-            "scratch_state,chrf,bleu_change,control,bleu_change_control,sentences_per_s");
-  EXPECT_EQ(csv[1], "baseline,done,,4/4/4,12,1000,25.50,,,45.50,,,,");
-  EXPECT_EQ(csv[2], "lambda-0.1,done,0.1,2/4/3,9,900,25.00,23.50,done,44.25,-0.50,,,");
-  EXPECT_EQ(csv[4], "lambda-1,pending,1,,,,,,pending,,,,,");
+            "scratch_state,chrf,bleu_change,control,bleu_change_control,sentences_per_s,"
+            "bleu_scratch_change");
+  EXPECT_EQ(csv[1], "baseline,done,,4/4/4,12,1000,25.50,,,45.50,,,,,");
+  // From scratch against from trained: 23.5 - 25.0.
+  EXPECT_EQ(csv[2], "lambda-0.1,done,0.1,2/4/3,9,900,25.00,23.50,done,44.25,-0.50,,,,-1.50");
+  EXPECT_EQ(csv[4], "lambda-1,pending,1,,,,,,pending,,,,,,");
   const auto md = io::read_file(out / "results.md");
   EXPECT_NE(md.find("| lambda-1 (pending) | 1 | (pending) |"), std::string::npos) << md;
   EXPECT_NE(md.find("| lambda-0.5 | 0.5 | 1/1/2 | 4 | 800 | 21.25 | (pending) | 44.25 | -4.25 | - "
-                    "| - |"),
+                    "| - | - |"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(md.find("| lambda-0.1 | 0.1 | 2/4/3 | 9 | 900 | 25.00 | 23.50 | 44.25 | -0.50 | - | "
+                    "-1.50 | - |\n"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(md.find("| chrF | vs baseline | vs control | scratch vs trained | sent/s |\n"),
             std::string::npos)
       << md;
   if (std::system("command -v gnuplot >/dev/null 2>&1") == 0) {
@@ -792,33 +801,41 @@ TEST(Report, DevAndTestAgainstEveryReferenceInOneTable) {
       "run,state,prune.lambda,heads_e_d_de,heads_total,parameters,bleu,bleu_scratch,"
       "scratch_state,chrf,bleu_change,control,bleu_change_control,sentences_per_s,bleu_dev,"
       "bleu_test,bleu_test_all_refs,chrf_test_all_refs,bleu_scratch_dev,bleu_scratch_test,"
-      "bleu_scratch_test_all_refs",
-      "baseline,done,,4/4/4,12,1000,28.00,,,48.00,,,,12.0,30.00,28.00,35.00,55.00,,,",
+      "bleu_scratch_test_all_refs,bleu_change_dev,bleu_change_control_dev,bleu_scratch_change,"
+      "bleu_scratch_change_dev",
+      "baseline,done,,4/4/4,12,1000,28.00,,,48.00,,,,12.0,30.00,28.00,35.00,55.00,,,,,,,",
       "all-l0,done,0,4/4/4,12,1000,28.50,,nothing pruned,48.50,0.50,self,,12.5,30.50,28.50,35.50,"
-      "55.50,,,",
+      "55.50,,,,0.50,,,",
+      // dev: 29.0 - 30.0 against the baseline, 29.0 - 30.5 against all-l0; from scratch against
+      // from trained: test 24.5 - 27.25, dev 26.0 - 29.0.
       "all-l0.1,done,0.1,2/4/3,9,900,27.25,24.50,done,47.25,-0.75,all-l0,-1.25,20.0,29.00,27.25,"
-      "34.00,54.00,26.00,24.50,31.00",
-      "lambda-1,pending,1,,,,,,pending,,,,,,,,,,,,"};
+      "34.00,54.00,26.00,24.50,31.00,-1.00,-1.50,-2.75,-3.00",
+      "lambda-1,pending,1,,,,,,pending,,,,,,,,,,,,,,,,"};
   EXPECT_EQ(io::read_lines(out / "results.csv"), want_csv);
   const auto md = io::read_file(out / "results.md");
-  for (const char* want :
-       {"BLEU: test BLEU against the first reference (decode.* settings of each checkpoint), the "
-        "last split listed; the change columns (vs baseline, vs control), chrF, sent/s and the "
-        "plot are on it. dev BLEU, test BLEU: against the split's first reference; all refs: "
-        "against all its references together. Heads kept:",
-        "| run | prune.lambda | heads e/d/d-e | total | parameters | dev BLEU | test BLEU | test "
-        "BLEU all refs | dev from scratch | test from scratch | test from scratch all refs | chrF "
-        "| vs baseline | vs control | sent/s |\n"
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | "
-        "---: | ---: | ---: |\n",
-        "| baseline | - | 4/4/4 | 12 | 1000 | 30.00 | 28.00 | 35.00 | - | - | - | 48.00 | - | - | "
-        "12.0 |\n",
-        "| all-l0 (control) | 0 | 4/4/4 | 12 | 1000 | 30.50 | 28.50 | 35.50 | (nothing pruned) | "
-        "(nothing pruned) | (nothing pruned) | 48.50 | +0.50 | - | 12.5 |\n",
-        "| all-l0.1 | 0.1 | 2/4/3 | 9 | 900 | 29.00 | 27.25 | 34.00 | 26.00 | 24.50 | 31.00 | "
-        "47.25 | -0.75 | -1.25 | 20.0 |\n",
-        "| lambda-1 (pending) | 1 | (pending) | (pending) | (pending) | (pending) | (pending) | "
-        "(pending) | (pending) | (pending) | (pending) | (pending) | - | - | - |\n"})
+  for (
+      const char* want :
+      {"BLEU: test BLEU against the first reference (decode.* settings of each checkpoint), the "
+       "last split listed; the change columns (vs baseline, vs control), chrF, sent/s and the "
+       "plot are on it. dev BLEU, test BLEU: against the split's first reference; all refs: "
+       "against all its references together. dev vs baseline, dev vs control: the same changes on "
+       "that split. Heads kept:",
+       "; scratch vs trained: BLEU from scratch minus BLEU of the pruned model fine-tuned from the "
+       "baseline (from trained).\n",
+       "| run | prune.lambda | heads e/d/d-e | total | parameters | dev BLEU | test BLEU | test "
+       "BLEU all refs | dev from scratch | test from scratch | test from scratch all refs | chrF "
+       "| vs baseline | vs control | dev vs baseline | dev vs control | scratch vs trained | dev "
+       "scratch vs trained | sent/s |\n"
+       "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | "
+       "---: | ---: | ---: | ---: | ---: | ---: | ---: |\n",
+       "| baseline | - | 4/4/4 | 12 | 1000 | 30.00 | 28.00 | 35.00 | - | - | - | 48.00 | - | - | "
+       "- | - | - | - | 12.0 |\n",
+       "| all-l0 (control) | 0 | 4/4/4 | 12 | 1000 | 30.50 | 28.50 | 35.50 | (nothing pruned) | "
+       "(nothing pruned) | (nothing pruned) | 48.50 | +0.50 | - | +0.50 | - | - | - | 12.5 |\n",
+       "| all-l0.1 | 0.1 | 2/4/3 | 9 | 900 | 29.00 | 27.25 | 34.00 | 26.00 | 24.50 | 31.00 | "
+       "47.25 | -0.75 | -1.25 | -1.00 | -1.50 | -2.75 | -3.00 | 20.0 |\n",
+       "| lambda-1 (pending) | 1 | (pending) | (pending) | (pending) | (pending) | (pending) | "
+       "(pending) | (pending) | (pending) | (pending) | (pending) | - | - | - | - | - | - | - |\n"})
     EXPECT_NE(md.find(want), std::string::npos) << want << "\nnot in\n" << md;
   if (std::system("command -v gnuplot >/dev/null 2>&1") == 0) {
     const auto dat = io::read_file(out / "plots" / "bleu_vs_heads.dat");
@@ -838,10 +855,11 @@ TEST(Report, DevAndTestAgainstEveryReferenceInOneTable) {
             "run,state,prune.lambda,heads_e_d_de,heads_total,parameters,bleu,bleu_scratch,"
             "scratch_state,chrf,bleu_change,control,bleu_change_control,sentences_per_s,"
             "bleu_test,bleu_test_all_refs,bleu_dev,bleu_scratch_test,bleu_scratch_test_all_refs,"
-            "bleu_scratch_dev");
+            "bleu_scratch_dev,bleu_change_test,bleu_change_control_test,bleu_scratch_change,"
+            "bleu_scratch_change_test");
   EXPECT_EQ(csv2[3],
             "all-l0.1,done,0.1,2/4/3,9,900,29.00,26.00,done,49.00,-1.00,all-l0,-1.50,18.0,27.25,"
-            "34.00,29.00,24.50,31.00,26.00");
+            "34.00,29.00,24.50,31.00,26.00,-0.75,-1.25,-3.00,-2.75");
 
   // One split with one reference: the table as without per-split columns.
   o.splits = {"dev"};
@@ -849,9 +867,10 @@ TEST(Report, DevAndTestAgainstEveryReferenceInOneTable) {
   const auto csv3 = io::read_lines(out / "results.csv");
   EXPECT_EQ(csv3[0],
             "run,state,prune.lambda,heads_e_d_de,heads_total,parameters,bleu,bleu_scratch,"
-            "scratch_state,chrf,bleu_change,control,bleu_change_control,sentences_per_s");
+            "scratch_state,chrf,bleu_change,control,bleu_change_control,sentences_per_s,"
+            "bleu_scratch_change");
   EXPECT_EQ(csv3[3],
-            "all-l0.1,done,0.1,2/4/3,9,900,29.00,26.00,done,49.00,-1.00,all-l0,-1.50,18.0");
+            "all-l0.1,done,0.1,2/4/3,9,900,29.00,26.00,done,49.00,-1.00,all-l0,-1.50,18.0,-3.00");
   EXPECT_NE(io::read_file(out / "results.md")
                 .find("BLEU: dev BLEU (decode.* settings of each checkpoint). Heads kept:"),
             std::string::npos);
@@ -860,7 +879,7 @@ TEST(Report, DevAndTestAgainstEveryReferenceInOneTable) {
   sweep::write_report(o);
   EXPECT_EQ(io::read_lines(out / "results.csv")[3],
             "all-l0.1,done,0.1,2/4/3,9,900,27.25,24.50,done,47.25,-0.75,all-l0,-1.25,20.0,27.25,"
-            "34.00,54.00,24.50,31.00");
+            "34.00,54.00,24.50,31.00,-2.75");
 
   // Bad splits: the option and the value named.
   o.splits = {"dev", "valid"};

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -588,6 +589,60 @@ Report write_report(const ReportOptions& o) {
   }
   // chrF against all references of the primary split (csv only).
   const bool chrf_all_refs_column = per_split && several_refs.count(primary) > 0;
+  // The changes on the other splits (against the baseline and the run's control, first
+  // reference), and from scratch against from trained (each split's, the primary's first).
+  const ReportRow* base_row =
+      !r.rows.empty() && r.rows[0].name == "baseline" ? &r.rows[0] : nullptr;
+  auto control_row = [&](const ReportRow& row) -> const ReportRow* {
+    if (row.control.empty()) return nullptr;
+    for (const auto& c : r.rows)
+      if (c.name == row.control && c.name != "baseline") return &c;
+    return nullptr;
+  };
+  auto split_bleu = [](const std::map<std::string, SplitScores>& m,
+                       const std::string& split) -> std::optional<double> {
+    const auto it = m.find(split);
+    return it == m.end() ? std::nullopt : it->second.bleu;
+  };
+  auto minus = [](const std::optional<double>& a,
+                  const std::optional<double>& b) -> std::optional<double> {
+    if (!a || !b) return std::nullopt;
+    return *a - *b;
+  };
+  struct ChangeColumn {
+    std::string md, csv;
+    std::function<std::optional<double>(const ReportRow&)> of;
+  };
+  std::vector<ChangeColumn> change_columns;
+  std::vector<std::string> other_splits;
+  for (const auto& s : r.splits)
+    if (s != primary) other_splits.push_back(s);
+  for (const auto& s : other_splits) {
+    change_columns.push_back({s + " vs baseline", "bleu_change_" + s, [&, s](const ReportRow& row) {
+                                if (!base_row || &row == base_row) return std::optional<double>();
+                                return minus(split_bleu(row.scores, s),
+                                             split_bleu(base_row->scores, s));
+                              }});
+    change_columns.push_back(
+        {s + " vs control", "bleu_change_control_" + s, [&, s](const ReportRow& row) {
+           const ReportRow* c = control_row(row);
+           if (!c) return std::optional<double>();
+           return minus(split_bleu(row.scores, s), split_bleu(c->scores, s));
+         }});
+  }
+  const bool scratch_change = std::any_of(r.rows.begin(), r.rows.end(), [](const ReportRow& row) {
+    return row.bleu && row.bleu_scratch;
+  });
+  if (scratch_change) {
+    change_columns.push_back(
+        {"scratch vs trained", "bleu_scratch_change",
+         [&](const ReportRow& row) { return minus(row.bleu_scratch, row.bleu); }});
+    for (const auto& s : other_splits)
+      change_columns.push_back(
+          {s + " scratch vs trained", "bleu_scratch_change_" + s, [&, s](const ReportRow& row) {
+             return minus(split_bleu(row.scratch_scores, s), split_bleu(row.scores, s));
+           }});
+  }
 
   // results.csv
   std::vector<std::string> header = {"run", "state"};
@@ -600,6 +655,7 @@ Report write_report(const ReportOptions& o) {
   for (const auto& col : trained_columns) header.push_back(col.csv());
   if (chrf_all_refs_column) header.push_back("chrf_" + primary + "_all_refs");
   for (const auto& col : scratch_columns) header.push_back(col.csv());
+  for (const auto& col : change_columns) header.push_back(col.csv);
   if (p_column) header.push_back("p_control");
   std::string csv = fmt::format("{}\n", fmt::join(header, ","));
   std::string md;
@@ -609,8 +665,12 @@ Report write_report(const ReportOptions& o) {
     md += fmt::format(
         "BLEU: {}, the last split listed; the change columns (vs baseline, vs control), chrF, "
         "sent/s and the plot are on it. {}: against the split's first reference; all refs: "
-        "against all its references together. ",
-        r.bleu_label, fmt::join(names, ", "));
+        "against all its references together. {}",
+        r.bleu_label, fmt::join(names, ", "),
+        other_splits.empty()
+            ? std::string()
+            : fmt::format("{} vs baseline, {} vs control: the same changes on that split. ",
+                          fmt::join(other_splits, "/"), fmt::join(other_splits, "/")));
   } else {
     md += fmt::format("BLEU: {}. ", r.bleu_label);
   }
@@ -621,8 +681,13 @@ Report write_report(const ReportOptions& o) {
       "the run's setting (the baseline fine-tuned for the same steps with prune.lambda 0)";
   md += p_column ? "; p: the paired bootstrap p-value of that difference (1,000 resamples of the "
                    "segments; `headcount bleu --paired-bs`), where both translations are "
-                   "recorded.\n\n"
-                 : ".\n\n";
+                   "recorded"
+                 : "";
+  if (scratch_change)
+    md +=
+        "; scratch vs trained: BLEU from scratch minus BLEU of the pruned model fine-tuned from "
+        "the baseline (from trained)";
+  md += ".\n\n";
   std::vector<std::string> mdh = {"run"};
   for (const auto& a : r.axes) mdh.push_back(a);
   for (const char* h : {"heads e/d/d-e", "total", "parameters"}) mdh.push_back(h);
@@ -633,7 +698,9 @@ Report write_report(const ReportOptions& o) {
     mdh.push_back("BLEU");
     mdh.push_back("from scratch");
   }
-  for (const char* h : {"chrF", "vs baseline", "vs control", "sent/s"}) mdh.push_back(h);
+  for (const char* h : {"chrF", "vs baseline", "vs control"}) mdh.push_back(h);
+  for (const auto& col : change_columns) mdh.push_back(col.md);
+  mdh.push_back("sent/s");
   md += fmt::format("| {} |\n", fmt::join(mdh, " | "));
   std::vector<std::string> align(mdh.size(), "---:");
   align[0] = "---";
@@ -666,6 +733,7 @@ Report write_report(const ReportOptions& o) {
       c.push_back(it == row.scores.end() ? "" : num(it->second.chrf_all_refs));
     }
     for (const auto& col : scratch_columns) c.push_back(num(col.of(row)));
+    for (const auto& col : change_columns) c.push_back(num(col.of(row)));
     if (p_column) c.push_back(row.p_control ? fmt::format("{:.4f}", *row.p_control) : "");
     std::vector<std::string> cq;
     for (const auto& s : c) cq.push_back(csv_field(s));
@@ -707,6 +775,10 @@ Report write_report(const ReportOptions& o) {
                 : row.p_control
                     ? fmt::format("{:+.2f} (p {:.3f})", *row.delta_control, *row.p_control)
                     : fmt::format("{:+.2f}", *row.delta_control));
+    for (const auto& col : change_columns) {
+      const auto v = col.of(row);
+      m.push_back(v ? fmt::format("{:+.2f}", *v) : "-");
+    }
     m.push_back(row.sentences_per_s ? num(row.sentences_per_s, 1) : "-");
     md += fmt::format("| {} |\n", fmt::join(m, " | "));
   }
