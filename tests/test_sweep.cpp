@@ -1056,7 +1056,9 @@ retrain:
   EXPECT_FALSE(rep2.rows[2].scores.at("test").bleu_all_refs.has_value());
   const auto header = io::read_lines(o.out / "results.csv").at(0);
   EXPECT_EQ(header.substr(header.find(",sentences_per_s")),
-            ",sentences_per_s,bleu_dev,bleu_test,bleu_scratch_dev,bleu_scratch_test,p_control");
+            ",sentences_per_s,bleu_dev,bleu_test,bleu_scratch_dev,bleu_scratch_test,"
+            "bleu_change_dev,bleu_change_control_dev,bleu_scratch_change,bleu_scratch_change_dev,"
+            "p_control");
   // The evaluations recorded their translations and references: the pruned run's difference to
   // its control comes with a paired bootstrap p-value (the two models' tests differ or not; the
   // value is a probability either way).
