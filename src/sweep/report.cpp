@@ -529,16 +529,20 @@ Report write_report(const ReportOptions& o) {
     r.rows.push_back(row);
   }
   // Against the zero-pruning control of each run's setting.
+  auto control_row = [&](const ReportRow& row) -> const ReportRow* {
+    if (row.control.empty()) return nullptr;
+    for (const auto& c : r.rows)
+      if (c.name == row.control && c.name != "baseline") return &c;
+    return nullptr;
+  };
   for (auto& row : r.rows) {
-    if (row.control.empty() || !row.bleu) continue;
-    for (const auto& c : r.rows) {
-      if (c.name != row.control || c.name == "baseline" || !c.bleu) continue;
-      row.delta_control = *row.bleu - *c.bleu;
-      const auto mine = row.scores.find(primary);
-      const auto theirs = c.scores.find(primary);
-      if (!primary.empty() && mine != row.scores.end() && theirs != c.scores.end())
-        row.p_control = paired_p(mine->second, theirs->second);
-    }
+    const ReportRow* c = control_row(row);
+    if (!c || !row.bleu || !c->bleu) continue;
+    row.delta_control = *row.bleu - *c->bleu;
+    const auto mine = row.scores.find(primary);
+    const auto theirs = c->scores.find(primary);
+    if (!primary.empty() && mine != row.scores.end() && theirs != c->scores.end())
+      row.p_control = paired_p(mine->second, theirs->second);
   }
   const bool p_column = std::any_of(r.rows.begin(), r.rows.end(),
                                     [](const ReportRow& row) { return row.p_control.has_value(); });
@@ -593,12 +597,6 @@ Report write_report(const ReportOptions& o) {
   // reference), and from scratch against from trained (each split's, the primary's first).
   const ReportRow* base_row =
       !r.rows.empty() && r.rows[0].name == "baseline" ? &r.rows[0] : nullptr;
-  auto control_row = [&](const ReportRow& row) -> const ReportRow* {
-    if (row.control.empty()) return nullptr;
-    for (const auto& c : r.rows)
-      if (c.name == row.control && c.name != "baseline") return &c;
-    return nullptr;
-  };
   auto split_bleu = [](const std::map<std::string, SplitScores>& m,
                        const std::string& split) -> std::optional<double> {
     const auto it = m.find(split);
