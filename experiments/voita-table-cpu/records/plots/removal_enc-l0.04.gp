@@ -1,0 +1,17 @@
+set terminal pngcairo noenhanced size 440,440 font ',10'
+set output 'experiments/voita-table-cpu/records/plots/removal_enc-l0.04.png'
+set multiplot layout 1,1 title 'Heads removed in enc-l0.04 (colour: removal step; yellow: kept)'
+set cbrange [0:1321]
+set palette defined (0 'black', 0.5 'red', 0.9074943224829675 'orange', 1 'yellow')
+set datafile missing 'NaN'
+set xlabel 'head'
+set ylabel 'layer'
+set tics out
+set xtics 1
+set ytics 1
+unset key
+set title 'enc_self'
+set xrange [-0.5:7.5]
+set yrange [-0.5:5.5]
+plot 'experiments/voita-table-cpu/records/plots/removal_enc-l0.04_0.dat' matrix with image
+unset multiplot
