@@ -741,6 +741,78 @@ TEST(Report, VsControlCarriesAPairedPValueWhereTranslationsAreRecorded) {
   EXPECT_NE(io::read_file(out / "results.md").find("| -80.00 |"), std::string::npos);
 }
 
+// With several splits, the changes on the other splits (against the baseline and against the
+// control) carry their paired p-values too, in the markdown cell and in p_<column> csv columns.
+TEST(Report, ChangesOnOtherSplitsCarryPairedPValues) {
+  TempDir dir;
+  const fs::path out = dir / "sweep";
+  const fs::path base = dir / "base";
+  write_baseline(base);
+  write_manifest(out, {"prune.lambda"}, base, true,
+                 {manifest_point("all-l0", {{"prune.lambda", "0"}}, true),
+                  manifest_point("all-l0.1", {{"prune.lambda", "0.1"}}, false, "all-l0")});
+  write_finished_prune(out, "all-l0", R"({"enc_self":[2,2],"dec_self":[2,2],"enc_dec":[2,2]})",
+                       "4/4/4", 26.0, 1000);
+  write_finished_prune(out, "all-l0.1", R"({"enc_self":[1,1],"dec_self":[2,2],"enc_dec":[2,1]})",
+                       "2/4/3", 25.0, 900);
+  std::vector<std::string> ref, poor;
+  for (int i = 0; i < 30; ++i) {
+    ref.push_back(fmt::format("in the beginning god created the heaven number {} and earth", i));
+    poor.push_back(fmt::format("in the beginning number {} earth", i));
+  }
+  io::write_lines_atomic(dir / "test.en", ref);
+  // The baseline and the control translate the test split perfectly, the run poorly; no dev
+  // translations anywhere (dev's changes have no p).
+  const fs::path base_ckpt = base / "checkpoints" / "best";
+  for (const auto& [folder, ckpt, hyps, test_bleu] :
+       {std::tuple{base, base_ckpt, ref, 100.0},
+        std::tuple{out / "all-l0", out / "all-l0" / "pruned", ref, 100.0},
+        std::tuple{out / "all-l0.1", out / "all-l0.1" / "pruned", poor, 20.0}}) {
+    write_eval_cache(folder, ckpt, "dev", 30.0, 50.0, {}, {}, 10.0);
+    write_eval_cache(folder, ckpt, "test", test_bleu, 50.0, {}, {}, 10.0);
+    auto j = nlohmann::json::parse(io::read_file(folder / "eval-test.json"));
+    j["ref_files"] = {(dir / "test.en").string()};
+    io::write_file_atomic(folder / "eval-test.json", j.dump(2));
+    io::write_lines_atomic(folder / "eval-test.hyp.txt", hyps);
+  }
+  sweep::ReportOptions o;
+  o.dir = out;
+  o.executable = "/bin/false";
+  o.splits = {"test", "dev"};
+  o.plots = false;
+  auto r = sweep::write_report(o);
+  ASSERT_EQ(r.rows.size(), 3u);
+  EXPECT_FALSE(r.rows[2].p_control.has_value());  // dev, the primary split: no translations
+  const std::string md = io::read_file(out / "results.md");
+  // all-l0.1: test vs baseline and test vs control, -80 each, no resample comes near (p 1/1001);
+  // the control against the baseline: the same translations, p = 1.
+  EXPECT_NE(md.find("| -80.00 (p 0.001) | -80.00 (p 0.001) |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| +0.00 (p 1.000) | - |"), std::string::npos) << md;
+  EXPECT_NE(md.find("; p: the paired bootstrap p-value of a change"), std::string::npos) << md;
+  const auto csv = io::read_lines(out / "results.csv");
+  const auto header = text::split(csv[0], ',');
+  ASSERT_GE(header.size(), 2u);
+  EXPECT_EQ(header[header.size() - 2], "p_bleu_change_test");
+  EXPECT_EQ(header.back(), "p_bleu_change_control_test");
+  EXPECT_EQ(std::find(header.begin(), header.end(), "p_control"), header.end());
+  const auto control = text::split(csv[2], ','), run = text::split(csv[3], ',');
+  ASSERT_EQ(run.size(), header.size());
+  EXPECT_EQ(run[run.size() - 2], "0.0010");
+  EXPECT_EQ(run.back(), "0.0010");
+  ASSERT_EQ(control.size(), header.size());
+  EXPECT_EQ(control[control.size() - 2], "1.0000");
+  EXPECT_EQ(control.back(), "");  // a control has no change against itself
+
+  // Without the baseline's translations, only the change against the control has a p column.
+  fs::remove(base / "eval-test.hyp.txt");
+  r = sweep::write_report(o);
+  const auto header2 = text::split(io::read_lines(out / "results.csv")[0], ',');
+  EXPECT_EQ(header2.back(), "p_bleu_change_control_test");
+  EXPECT_EQ(std::find(header2.begin(), header2.end(), "p_bleu_change_test"), header2.end());
+  EXPECT_NE(io::read_file(out / "results.md").find("| -80.00 | -80.00 (p 0.001) |"),
+            std::string::npos);
+}
+
 // `--split dev,test`: every checkpoint's dev BLEU and test BLEU against the first reference and
 // against both (the test split has two), from the eval caches; the primary figures (BLEU, chrF,
 // the change columns, sent/s, the plot) are those of the last split listed.
@@ -1058,7 +1130,8 @@ retrain:
   EXPECT_EQ(header.substr(header.find(",sentences_per_s")),
             ",sentences_per_s,bleu_dev,bleu_test,bleu_scratch_dev,bleu_scratch_test,"
             "bleu_change_dev,bleu_change_control_dev,bleu_scratch_change,bleu_scratch_change_dev,"
-            "p_control");
+            "p_control,p_bleu_change_dev,p_bleu_change_control_dev,p_bleu_scratch_change,"
+            "p_bleu_scratch_change_dev");
   // The evaluations recorded their translations and references: the pruned run's difference to
   // its control comes with a paired bootstrap p-value (the two models' tests differ or not; the
   // value is a probability either way).
@@ -1066,6 +1139,23 @@ retrain:
   ASSERT_TRUE(rep2.rows[2].p_control.has_value());
   EXPECT_GT(*rep2.rows[2].p_control, 0.0);
   EXPECT_LE(*rep2.rows[2].p_control, 1.0);
+  // Every change with translations on both sides carries one too (here all of them: the
+  // baseline's evaluations went through `headcount eval` as well); the control's row has no
+  // change against itself, so its p-value against the control is empty.
+  const auto csv_rows = io::read_lines(o.out / "results.csv");
+  const auto names = text::split(header, ',');
+  const auto p_at = std::find(names.begin(), names.end(), "p_bleu_change_control_dev");
+  ASSERT_NE(p_at, names.end());
+  const auto control_cells = text::split(csv_rows.at(2), ',');
+  const auto run_cells = text::split(csv_rows.at(3), ',');
+  ASSERT_EQ(run_cells.size(), names.size());
+  const auto k = static_cast<size_t>(p_at - names.begin());
+  EXPECT_EQ(control_cells.at(k), "");
+  for (size_t i = k - 2; i < names.size(); ++i) {  // p_control onwards
+    const double p = std::stod(run_cells.at(i));
+    EXPECT_GT(p, 0.0) << names[i];
+    EXPECT_LE(p, 1.0) << names[i];
+  }
   // With --analysis: the kept heads by function and L0 against importance pruning, per run (on
   // the first split listed: dev, cached in RUN/analysis).
   ro.analysis_sentences = 8;

@@ -607,26 +607,46 @@ Report write_report(const ReportOptions& o) {
     if (!a || !b) return std::nullopt;
     return *a - *b;
   };
+  // A change column: the difference (`of`) and, where both sides' translations are recorded,
+  // its paired bootstrap p-value (`p`, unset for the columns without one).
   struct ChangeColumn {
     std::string md, csv;
     std::function<std::optional<double>(const ReportRow&)> of;
+    std::function<std::optional<double>(const ReportRow&)> p;
+  };
+  auto split_p = [](const std::map<std::string, SplitScores>& a,
+                    const std::map<std::string, SplitScores>& b,
+                    const std::string& split) -> std::optional<double> {
+    const auto x = a.find(split), y = b.find(split);
+    if (x == a.end() || y == b.end()) return std::nullopt;
+    return paired_p(x->second, y->second);
   };
   std::vector<ChangeColumn> change_columns;
   std::vector<std::string> other_splits;
   for (const auto& s : r.splits)
     if (s != primary) other_splits.push_back(s);
   for (const auto& s : other_splits) {
-    change_columns.push_back({s + " vs baseline", "bleu_change_" + s, [&, s](const ReportRow& row) {
+    change_columns.push_back({s + " vs baseline", "bleu_change_" + s,
+                              [&, s](const ReportRow& row) {
                                 if (!base_row || &row == base_row) return std::optional<double>();
                                 return minus(split_bleu(row.scores, s),
                                              split_bleu(base_row->scores, s));
+                              },
+                              [&, s](const ReportRow& row) {
+                                if (!base_row || &row == base_row) return std::optional<double>();
+                                return split_p(row.scores, base_row->scores, s);
                               }});
-    change_columns.push_back(
-        {s + " vs control", "bleu_change_control_" + s, [&, s](const ReportRow& row) {
-           const ReportRow* c = control_row(row);
-           if (!c) return std::optional<double>();
-           return minus(split_bleu(row.scores, s), split_bleu(c->scores, s));
-         }});
+    change_columns.push_back({s + " vs control", "bleu_change_control_" + s,
+                              [&, s](const ReportRow& row) {
+                                const ReportRow* c = control_row(row);
+                                if (!c) return std::optional<double>();
+                                return minus(split_bleu(row.scores, s), split_bleu(c->scores, s));
+                              },
+                              [&, s](const ReportRow& row) {
+                                const ReportRow* c = control_row(row);
+                                if (!c) return std::optional<double>();
+                                return split_p(row.scores, c->scores, s);
+                              }});
   }
   const bool scratch_change = std::any_of(r.rows.begin(), r.rows.end(), [](const ReportRow& row) {
     return row.bleu && row.bleu_scratch;
@@ -634,13 +654,29 @@ Report write_report(const ReportOptions& o) {
   if (scratch_change) {
     change_columns.push_back(
         {"scratch vs trained", "bleu_scratch_change",
-         [&](const ReportRow& row) { return minus(row.bleu_scratch, row.bleu); }});
+         [&](const ReportRow& row) { return minus(row.bleu_scratch, row.bleu); },
+         [&](const ReportRow& row) {
+           return primary.empty() ? std::nullopt : split_p(row.scratch_scores, row.scores, primary);
+         }});
     for (const auto& s : other_splits)
       change_columns.push_back(
-          {s + " scratch vs trained", "bleu_scratch_change_" + s, [&, s](const ReportRow& row) {
+          {s + " scratch vs trained", "bleu_scratch_change_" + s,
+           [&, s](const ReportRow& row) {
              return minus(split_bleu(row.scratch_scores, s), split_bleu(row.scores, s));
-           }});
+           },
+           [&, s](const ReportRow& row) { return split_p(row.scratch_scores, row.scores, s); }});
   }
+  // The change columns' values and p-values, row by row (a p-value resamples the translations).
+  std::vector<std::vector<std::optional<double>>> change_value(r.rows.size()),
+      change_p(r.rows.size());
+  std::vector<bool> change_has_p(change_columns.size(), false);
+  for (size_t i = 0; i < r.rows.size(); ++i)
+    for (size_t j = 0; j < change_columns.size(); ++j) {
+      const auto& col = change_columns[j];
+      change_value[i].push_back(col.of(r.rows[i]));
+      change_p[i].push_back(change_value[i].back() ? col.p(r.rows[i]) : std::nullopt);
+      if (change_p[i].back()) change_has_p[j] = true;
+    }
 
   // results.csv
   std::vector<std::string> header = {"run", "state"};
@@ -655,6 +691,8 @@ Report write_report(const ReportOptions& o) {
   for (const auto& col : scratch_columns) header.push_back(col.csv());
   for (const auto& col : change_columns) header.push_back(col.csv);
   if (p_column) header.push_back("p_control");
+  for (size_t j = 0; j < change_columns.size(); ++j)
+    if (change_has_p[j]) header.push_back("p_" + change_columns[j].csv);
   std::string csv = fmt::format("{}\n", fmt::join(header, ","));
   std::string md;
   if (per_split) {
@@ -677,10 +715,11 @@ Report write_report(const ReportOptions& o) {
       "cross-attention (e/d/d-e). From scratch: the pruned architecture trained "
       "from a random initialisation. vs control: BLEU minus that of the zero-pruning control of "
       "the run's setting (the baseline fine-tuned for the same steps with prune.lambda 0)";
-  md += p_column ? "; p: the paired bootstrap p-value of that difference (1,000 resamples of the "
-                   "segments; `headcount bleu --paired-bs`), where both translations are "
-                   "recorded"
-                 : "";
+  const bool any_p =
+      p_column || std::find(change_has_p.begin(), change_has_p.end(), true) != change_has_p.end();
+  md += any_p ? "; p: the paired bootstrap p-value of a change (1,000 resamples of the "
+                "segments; `headcount bleu --paired-bs`), where both translations are recorded"
+              : "";
   if (scratch_change)
     md +=
         "; scratch vs trained: BLEU from scratch minus BLEU of the pruned model fine-tuned from "
@@ -704,7 +743,8 @@ Report write_report(const ReportOptions& o) {
   align[0] = "---";
   for (size_t i = 0; i < r.axes.size(); ++i) align[1 + i] = "---";
   md += fmt::format("| {} |\n", fmt::join(align, " | "));
-  for (const auto& row : r.rows) {
+  for (size_t ri = 0; ri < r.rows.size(); ++ri) {
+    const ReportRow& row = r.rows[ri];
     std::vector<std::string> vals;
     for (const auto& a : r.axes) {
       std::string v;
@@ -731,8 +771,11 @@ Report write_report(const ReportOptions& o) {
       c.push_back(it == row.scores.end() ? "" : num(it->second.chrf_all_refs));
     }
     for (const auto& col : scratch_columns) c.push_back(num(col.of(row)));
-    for (const auto& col : change_columns) c.push_back(num(col.of(row)));
+    for (const auto& v : change_value[ri]) c.push_back(num(v));
     if (p_column) c.push_back(row.p_control ? fmt::format("{:.4f}", *row.p_control) : "");
+    for (size_t j = 0; j < change_columns.size(); ++j)
+      if (change_has_p[j])
+        c.push_back(change_p[ri][j] ? fmt::format("{:.4f}", *change_p[ri][j]) : "");
     std::vector<std::string> cq;
     for (const auto& s : c) cq.push_back(csv_field(s));
     csv += fmt::format("{}\n", fmt::join(cq, ","));
@@ -773,9 +816,12 @@ Report write_report(const ReportOptions& o) {
                 : row.p_control
                     ? fmt::format("{:+.2f} (p {:.3f})", *row.delta_control, *row.p_control)
                     : fmt::format("{:+.2f}", *row.delta_control));
-    for (const auto& col : change_columns) {
-      const auto v = col.of(row);
-      m.push_back(v ? fmt::format("{:+.2f}", *v) : "-");
+    for (size_t j = 0; j < change_columns.size(); ++j) {
+      const auto& v = change_value[ri][j];
+      const auto& pv = change_p[ri][j];
+      m.push_back(!v   ? "-"
+                  : pv ? fmt::format("{:+.2f} (p {:.3f})", *v, *pv)
+                       : fmt::format("{:+.2f}", *v));
     }
     m.push_back(row.sentences_per_s ? num(row.sentences_per_s, 1) : "-");
     md += fmt::format("| {} |\n", fmt::join(m, " | "));
