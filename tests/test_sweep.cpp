@@ -680,12 +680,20 @@ void write_eval_cache(const fs::path& run, const fs::path& checkpoint, const std
   io::write_file_atomic(run / fmt::format("eval-{}.json", split), j.dump(2));
 }
 
-// Where a run's and its control's translations are recorded (eval-SPLIT.hyp.txt beside the eval
-// cache, whose ref_files name the reference), "vs control" carries the paired bootstrap p-value.
-TEST(Report, VsControlCarriesAPairedPValueWhereTranslationsAreRecorded) {
-  TempDir dir;
-  const fs::path out = dir / "sweep";
-  const fs::path base = dir / "base";
+// What `headcount eval --hyp-out` adds to an evaluation cache written by write_eval_cache: the
+// reference it scored against (ref_files) and the translations (RUN/eval-SPLIT.hyp.txt).
+void write_translations(const fs::path& run, const std::string& split, const fs::path& ref_file,
+                        const std::vector<std::string>& hyps) {
+  const fs::path cache = run / fmt::format("eval-{}.json", split);
+  auto j = nlohmann::json::parse(io::read_file(cache));
+  j["ref_files"] = {ref_file.string()};
+  io::write_file_atomic(cache, j.dump(2));
+  io::write_lines_atomic(run / fmt::format("eval-{}.hyp.txt", split), hyps);
+}
+
+// A baseline and a sweep of two finished pruning runs: the control all-l0 (nothing removed) and
+// all-l0.1 (3 of 12 heads removed), whose control it is.
+void write_control_and_run(const fs::path& out, const fs::path& base) {
   write_baseline(base);
   write_manifest(out, {"prune.lambda"}, base, true,
                  {manifest_point("all-l0", {{"prune.lambda", "0"}}, true),
@@ -694,6 +702,15 @@ TEST(Report, VsControlCarriesAPairedPValueWhereTranslationsAreRecorded) {
                        "4/4/4", 26.0, 1000);
   write_finished_prune(out, "all-l0.1", R"({"enc_self":[1,1],"dec_self":[2,2],"enc_dec":[2,1]})",
                        "2/4/3", 25.0, 900);
+}
+
+// Where a run's and its control's translations are recorded (eval-SPLIT.hyp.txt beside the eval
+// cache, whose ref_files name the reference), "vs control" carries the paired bootstrap p-value.
+TEST(Report, VsControlCarriesAPairedPValueWhereTranslationsAreRecorded) {
+  TempDir dir;
+  const fs::path out = dir / "sweep";
+  const fs::path base = dir / "base";
+  write_control_and_run(out, base);
   write_eval_cache(base, base / "checkpoints" / "best", "dev", 30.0, 50.0, {}, {}, 10.0);
   // 30 reference lines; the control translates them perfectly, the run keeps one word in two.
   std::vector<std::string> ref, poor;
@@ -706,10 +723,7 @@ TEST(Report, VsControlCarriesAPairedPValueWhereTranslationsAreRecorded) {
        {std::tuple{"all-l0", ref, 100.0}, std::tuple{"all-l0.1", poor, 20.0}}) {
     const fs::path run = out / name;
     write_eval_cache(run, run / "pruned", "dev", bleu, 50.0, {}, {}, 10.0);
-    auto j = nlohmann::json::parse(io::read_file(run / "eval-dev.json"));
-    j["ref_files"] = {(dir / "dev.en").string()};
-    io::write_file_atomic(run / "eval-dev.json", j.dump(2));
-    io::write_lines_atomic(run / "eval-dev.hyp.txt", hyps);
+    write_translations(run, "dev", dir / "dev.en", hyps);
   }
   sweep::ReportOptions o;
   o.dir = out;
@@ -747,14 +761,7 @@ TEST(Report, ChangesOnOtherSplitsCarryPairedPValues) {
   TempDir dir;
   const fs::path out = dir / "sweep";
   const fs::path base = dir / "base";
-  write_baseline(base);
-  write_manifest(out, {"prune.lambda"}, base, true,
-                 {manifest_point("all-l0", {{"prune.lambda", "0"}}, true),
-                  manifest_point("all-l0.1", {{"prune.lambda", "0.1"}}, false, "all-l0")});
-  write_finished_prune(out, "all-l0", R"({"enc_self":[2,2],"dec_self":[2,2],"enc_dec":[2,2]})",
-                       "4/4/4", 26.0, 1000);
-  write_finished_prune(out, "all-l0.1", R"({"enc_self":[1,1],"dec_self":[2,2],"enc_dec":[2,1]})",
-                       "2/4/3", 25.0, 900);
+  write_control_and_run(out, base);
   std::vector<std::string> ref, poor;
   for (int i = 0; i < 30; ++i) {
     ref.push_back(fmt::format("in the beginning god created the heaven number {} and earth", i));
@@ -770,10 +777,7 @@ TEST(Report, ChangesOnOtherSplitsCarryPairedPValues) {
         std::tuple{out / "all-l0.1", out / "all-l0.1" / "pruned", poor, 20.0}}) {
     write_eval_cache(folder, ckpt, "dev", 30.0, 50.0, {}, {}, 10.0);
     write_eval_cache(folder, ckpt, "test", test_bleu, 50.0, {}, {}, 10.0);
-    auto j = nlohmann::json::parse(io::read_file(folder / "eval-test.json"));
-    j["ref_files"] = {(dir / "test.en").string()};
-    io::write_file_atomic(folder / "eval-test.json", j.dump(2));
-    io::write_lines_atomic(folder / "eval-test.hyp.txt", hyps);
+    write_translations(folder, "test", dir / "test.en", hyps);
   }
   sweep::ReportOptions o;
   o.dir = out;
