@@ -740,8 +740,26 @@ TEST(Report, VsControlCarriesAPairedPValueWhereTranslationsAreRecorded) {
   EXPECT_NE(io::read_file(out / "results.md").find("| -80.00 (p 0.001) |"), std::string::npos)
       << io::read_file(out / "results.md");
   auto csv = io::read_lines(out / "results.csv");
-  EXPECT_EQ(csv[0].substr(csv[0].size() - 10), ",p_control");
+  EXPECT_EQ(csv[0].substr(csv[0].size() - 10), ",p_control");  // no baseline translations
   EXPECT_EQ(csv[3].substr(csv[3].size() - 7), ",0.0010");
+  EXPECT_FALSE(r.rows[2].p_baseline.has_value());
+
+  // With the baseline's translations (perfect, as the control's), "vs baseline" carries one too:
+  // the poor run against it p = 1/1001, the control (the same translations) p = 1.
+  write_translations(base, "dev", dir / "dev.en", ref);
+  r = sweep::write_report(o);
+  ASSERT_TRUE(r.rows[2].p_baseline.has_value());
+  EXPECT_DOUBLE_EQ(*r.rows[2].p_baseline, 1.0 / 1001.0);
+  ASSERT_TRUE(r.rows[1].p_baseline.has_value());
+  EXPECT_DOUBLE_EQ(*r.rows[1].p_baseline, 1.0);
+  EXPECT_NE(io::read_file(out / "results.md").find("| -10.00 (p 0.001) | -80.00 (p 0.001) |"),
+            std::string::npos)
+      << io::read_file(out / "results.md");
+  csv = io::read_lines(out / "results.csv");
+  EXPECT_EQ(csv[0].substr(csv[0].size() - 21), ",p_control,p_baseline");
+  EXPECT_EQ(csv[2].substr(csv[2].size() - 8), ",,1.0000");
+  EXPECT_EQ(csv[3].substr(csv[3].size() - 14), ",0.0010,0.0010");
+  fs::remove(base / "eval-dev.hyp.txt");
 
   // The same translations as the control: p = 1.
   io::write_lines_atomic(out / "all-l0.1" / "eval-dev.hyp.txt", ref);
@@ -1134,8 +1152,8 @@ retrain:
   EXPECT_EQ(header.substr(header.find(",sentences_per_s")),
             ",sentences_per_s,bleu_dev,bleu_test,bleu_scratch_dev,bleu_scratch_test,"
             "bleu_change_dev,bleu_change_control_dev,bleu_scratch_change,bleu_scratch_change_dev,"
-            "p_control,p_bleu_change_dev,p_bleu_change_control_dev,p_bleu_scratch_change,"
-            "p_bleu_scratch_change_dev");
+            "p_control,p_baseline,p_bleu_change_dev,p_bleu_change_control_dev,"
+            "p_bleu_scratch_change,p_bleu_scratch_change_dev");
   // The evaluations recorded their translations and references: the pruned run's difference to
   // its control comes with a paired bootstrap p-value (the two models' tests differ or not; the
   // value is a probability either way).
@@ -1155,7 +1173,7 @@ retrain:
   ASSERT_EQ(run_cells.size(), names.size());
   const auto k = static_cast<size_t>(p_at - names.begin());
   EXPECT_EQ(control_cells.at(k), "");
-  for (size_t i = k - 2; i < names.size(); ++i) {  // p_control onwards
+  for (size_t i = k - 3; i < names.size(); ++i) {  // p_control onwards
     const double p = std::stod(run_cells.at(i));
     EXPECT_GT(p, 0.0) << names[i];
     EXPECT_LE(p, 1.0) << names[i];

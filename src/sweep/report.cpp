@@ -544,8 +544,21 @@ Report write_report(const ReportOptions& o) {
     if (!primary.empty() && mine != row.scores.end() && theirs != c->scores.end())
       row.p_control = paired_p(mine->second, theirs->second);
   }
+  // Against the baseline (the first row), on the primary split.
+  if (!primary.empty() && !r.rows.empty() && r.rows[0].name == "baseline") {
+    const auto base_scores = r.rows[0].scores.find(primary);
+    for (size_t i = 1; i < r.rows.size(); ++i) {
+      auto& row = r.rows[i];
+      const auto mine = row.scores.find(primary);
+      if (row.delta && base_scores != r.rows[0].scores.end() && mine != row.scores.end())
+        row.p_baseline = paired_p(mine->second, base_scores->second);
+    }
+  }
   const bool p_column = std::any_of(r.rows.begin(), r.rows.end(),
                                     [](const ReportRow& row) { return row.p_control.has_value(); });
+  const bool p_baseline_column =
+      std::any_of(r.rows.begin(), r.rows.end(),
+                  [](const ReportRow& row) { return row.p_baseline.has_value(); });
   // The splits with several references (an all_refs score in any row's evaluation): their BLEU
   // against all references gets columns of its own. With several splits or such a split, the
   // table has a BLEU column per split (and reference set).
@@ -691,6 +704,7 @@ Report write_report(const ReportOptions& o) {
   for (const auto& col : scratch_columns) header.push_back(col.csv());
   for (const auto& col : change_columns) header.push_back(col.csv);
   if (p_column) header.push_back("p_control");
+  if (p_baseline_column) header.push_back("p_baseline");
   for (size_t j = 0; j < change_columns.size(); ++j)
     if (change_has_p[j]) header.push_back("p_" + change_columns[j].csv);
   std::string csv = fmt::format("{}\n", fmt::join(header, ","));
@@ -716,7 +730,8 @@ Report write_report(const ReportOptions& o) {
       "from a random initialisation. vs control: BLEU minus that of the zero-pruning control of "
       "the run's setting (the baseline fine-tuned for the same steps with prune.lambda 0)";
   const bool any_p =
-      p_column || std::find(change_has_p.begin(), change_has_p.end(), true) != change_has_p.end();
+      p_column || p_baseline_column ||
+      std::find(change_has_p.begin(), change_has_p.end(), true) != change_has_p.end();
   md += any_p ? "; p: the paired bootstrap p-value of a change (1,000 resamples of the "
                 "segments; `headcount bleu --paired-bs`), where both translations are recorded"
               : "";
@@ -773,6 +788,8 @@ Report write_report(const ReportOptions& o) {
     for (const auto& col : scratch_columns) c.push_back(num(col.of(row)));
     for (const auto& v : change_value[ri]) c.push_back(num(v));
     if (p_column) c.push_back(row.p_control ? fmt::format("{:.4f}", *row.p_control) : "");
+    if (p_baseline_column)
+      c.push_back(row.p_baseline ? fmt::format("{:.4f}", *row.p_baseline) : "");
     for (size_t j = 0; j < change_columns.size(); ++j)
       if (change_has_p[j])
         c.push_back(change_p[ri][j] ? fmt::format("{:.4f}", *change_p[ri][j]) : "");
@@ -811,7 +828,9 @@ Report write_report(const ReportOptions& o) {
       m.push_back(scratch_cell(row.bleu_scratch));
     }
     m.push_back(missing(num(row.chrf), pending ? row.state : ""));
-    m.push_back(row.delta ? fmt::format("{:+.2f}", *row.delta) : "-");
+    m.push_back(!row.delta       ? "-"
+                : row.p_baseline ? fmt::format("{:+.2f} (p {:.3f})", *row.delta, *row.p_baseline)
+                                 : fmt::format("{:+.2f}", *row.delta));
     m.push_back(!row.delta_control ? "-"
                 : row.p_control
                     ? fmt::format("{:+.2f} (p {:.3f})", *row.delta_control, *row.p_control)

@@ -58,6 +58,8 @@ struct ReportRow {
   // The paired bootstrap p-value of that difference (1,000 resamples of the primary split's
   // segments, `headcount bleu --paired-bs`), where both translations are recorded.
   std::optional<double> p_control;
+  // The same against the baseline (the change in `delta`).
+  std::optional<double> p_baseline;
   std::string scratch_state;
   // Per split evaluated (ReportOptions::splits): the run's checkpoint and its from-scratch
   // retraining.
