@@ -708,6 +708,15 @@ Report write_report(const ReportOptions& o) {
   for (size_t j = 0; j < change_columns.size(); ++j)
     if (change_has_p[j]) header.push_back("p_" + change_columns[j].csv);
   std::string csv = fmt::format("{}\n", fmt::join(header, ","));
+  // A p-value in the csv, and a change with its p-value (where there is one) in the markdown.
+  auto p_field = [](const std::optional<double>& p) {
+    return p ? fmt::format("{:.4f}", *p) : std::string();
+  };
+  auto change_cell = [](const std::optional<double>& v, const std::optional<double>& p) {
+    return !v  ? std::string("-")
+           : p ? fmt::format("{:+.2f} (p {:.3f})", *v, *p)
+               : fmt::format("{:+.2f}", *v);
+  };
   std::string md;
   if (per_split) {
     std::vector<std::string> names;
@@ -787,12 +796,10 @@ Report write_report(const ReportOptions& o) {
     }
     for (const auto& col : scratch_columns) c.push_back(num(col.of(row)));
     for (const auto& v : change_value[ri]) c.push_back(num(v));
-    if (p_column) c.push_back(row.p_control ? fmt::format("{:.4f}", *row.p_control) : "");
-    if (p_baseline_column)
-      c.push_back(row.p_baseline ? fmt::format("{:.4f}", *row.p_baseline) : "");
+    if (p_column) c.push_back(p_field(row.p_control));
+    if (p_baseline_column) c.push_back(p_field(row.p_baseline));
     for (size_t j = 0; j < change_columns.size(); ++j)
-      if (change_has_p[j])
-        c.push_back(change_p[ri][j] ? fmt::format("{:.4f}", *change_p[ri][j]) : "");
+      if (change_has_p[j]) c.push_back(p_field(change_p[ri][j]));
     std::vector<std::string> cq;
     for (const auto& s : c) cq.push_back(csv_field(s));
     csv += fmt::format("{}\n", fmt::join(cq, ","));
@@ -828,20 +835,10 @@ Report write_report(const ReportOptions& o) {
       m.push_back(scratch_cell(row.bleu_scratch));
     }
     m.push_back(missing(num(row.chrf), pending ? row.state : ""));
-    m.push_back(!row.delta       ? "-"
-                : row.p_baseline ? fmt::format("{:+.2f} (p {:.3f})", *row.delta, *row.p_baseline)
-                                 : fmt::format("{:+.2f}", *row.delta));
-    m.push_back(!row.delta_control ? "-"
-                : row.p_control
-                    ? fmt::format("{:+.2f} (p {:.3f})", *row.delta_control, *row.p_control)
-                    : fmt::format("{:+.2f}", *row.delta_control));
-    for (size_t j = 0; j < change_columns.size(); ++j) {
-      const auto& v = change_value[ri][j];
-      const auto& pv = change_p[ri][j];
-      m.push_back(!v   ? "-"
-                  : pv ? fmt::format("{:+.2f} (p {:.3f})", *v, *pv)
-                       : fmt::format("{:+.2f}", *v));
-    }
+    m.push_back(change_cell(row.delta, row.p_baseline));
+    m.push_back(change_cell(row.delta_control, row.p_control));
+    for (size_t j = 0; j < change_columns.size(); ++j)
+      m.push_back(change_cell(change_value[ri][j], change_p[ri][j]));
     m.push_back(row.sentences_per_s ? num(row.sentences_per_s, 1) : "-");
     md += fmt::format("| {} |\n", fmt::join(m, " | "));
   }
