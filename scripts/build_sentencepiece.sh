@@ -1,16 +1,20 @@
 #!/usr/bin/env bash
 # Builds SentencePiece from Debian's own source package as static, position-independent
-# libraries against the system protobuf, and installs them under $1 (default
+# libraries with its own bundled protobuf-lite, and installs them under $1 (default
 # /opt/headcount-deps/sentencepiece).
 #
-# Why not the binary package: Debian's libsentencepiece0 carries its own protobuf-lite 3.14 and
-# exports its symbols; a program that also links LibTorch (system protobuf 3.21) crashes before
-# main (see ../shared/brief/BUILD.md, sentencepiece #186). Idempotent: does nothing when the
-# stamp file of the same version exists.
+# Why: SentencePiece needs protobuf, and so does LibTorch, each its own version. Debian's
+# libsentencepiece0 exports its protobuf-lite 3.14 and a program that also links LibTorch (system
+# protobuf 3.21) crashes before main (../shared/brief/BUILD.md, sentencepiece #186); built against
+# the system protobuf instead, it crashed beside the official LibTorch, whose libtorch_cpu carries
+# yet another protobuf (GPU.md). headcount links these static libraries, bundled protobuf-lite
+# included, into a shared library of its own (libheadcount_spm.so, src/spm/) whose every symbol but
+# its small C interface is local: SentencePiece's protobuf calls can bind to nothing else, whatever
+# LibTorch the process holds. Idempotent: does nothing when the stamp file of this build exists.
 set -euo pipefail
 prefix=${1:-/opt/headcount-deps/sentencepiece}
 version=0.1.97
-stamp="$prefix/.headcount-built-$version"
+stamp="$prefix/.headcount-built-$version-bundled-protobuf"
 if [ -f "$stamp" ]; then
   echo "sentencepiece $version: already built in $prefix"
   exit 0
@@ -42,14 +46,11 @@ apt-get source -q --download-only "sentencepiece=${src_version:-$version}" >/dev
 dpkg-source -x --no-check ./sentencepiece_*.dsc src >/dev/null
 # Debian's packaging patch removes the static targets; take it back out.
 patch -d src -R -p1 -s <src/debian/patches/disable-static-library.patch
-# init.h (patch 0023) includes the bundled protobuf-lite header by path even when building against
-# the system protobuf; point it at the system header.
-sed -i 's|"third_party/protobuf-lite/google/protobuf/message_lite.h"|<google/protobuf/message_lite.h>|' \
-  src/src/init.h
 cmake -S src -B build -DCMAKE_BUILD_TYPE=Release \
-  -DSPM_ENABLE_SHARED=OFF -DSPM_USE_BUILTIN_PROTOBUF=OFF \
+  -DSPM_ENABLE_SHARED=OFF -DSPM_USE_BUILTIN_PROTOBUF=ON \
   -DCMAKE_POSITION_INDEPENDENT_CODE=ON -DCMAKE_INSTALL_PREFIX="$prefix" >/dev/null
 cmake --build build -j"$(nproc)" --target sentencepiece-static sentencepiece_train-static >/dev/null
+as_root rm -rf "$prefix"
 as_root mkdir -p "$prefix/lib" "$prefix/include"
 as_root cp build/src/libsentencepiece.a build/src/libsentencepiece_train.a "$prefix/lib/"
 as_root cp src/src/sentencepiece_processor.h src/src/sentencepiece_trainer.h "$prefix/include/"

@@ -29,6 +29,11 @@ else
   echo "[setup] Debian packages: all present"
 fi
 
+# The reference experiments' baseline weights, committed packed (scripts/weights.py says why).
+for packed in experiments/*/baseline/model.pt.xzp; do
+  [ -e "$packed" ] && python3 scripts/weights.py unpack "$(dirname "$packed")"
+done
+
 bash scripts/build_sentencepiece.sh "${HEADCOUNT_SENTENCEPIECE_PREFIX:-/opt/headcount-deps/sentencepiece}"
 
 jobs=${HEADCOUNT_JOBS:-2}

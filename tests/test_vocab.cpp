@@ -1,10 +1,12 @@
 // SentencePiece beside LibTorch in one binary (the start-up crash scripts/build_sentencepiece.sh
 // explains must never return), training, the round trip, and the cache.
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include <fstream>
 
+#include "../src/spm/backend.h"
 #include "headcount/common/check.h"
 #include "headcount/common/io.h"
 #include "headcount/data/vocab.h"
@@ -56,6 +58,39 @@ TEST(Vocab, SentencePieceAndLibTorchInOneProcess) {
   const auto ids = v.encode("the dog");
   auto tensor = torch::tensor(std::vector<int64_t>(ids.begin(), ids.end()));
   EXPECT_EQ(tensor.size(0), static_cast<int64_t>(ids.size()));
+}
+
+TEST(Vocab, SentencePieceKeepsItsProtobufToItself) {
+  // SentencePiece and its protobuf live in libheadcount_spm.so with every symbol local but the C
+  // interface: no protobuf or SentencePiece symbol of it can be bound to, or bind to, another
+  // library's (the official LibTorch's protobuf made vocabulary training crash; GPU.md). dlsym on
+  // the library's handle searches it and its dependencies alone.
+  Dl_info info{};
+  ASSERT_NE(dladdr(reinterpret_cast<void*>(&hc_spm_load), &info), 0);
+  ASSERT_NE(info.dli_fname, nullptr);
+  void* lib = dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD);
+  ASSERT_NE(lib, nullptr) << info.dli_fname;
+  EXPECT_NE(std::string(info.dli_fname).find("headcount_spm"), std::string::npos)
+      << "SentencePiece is linked into " << info.dli_fname << ", not its own library";
+  EXPECT_NE(dlsym(lib, "hc_spm_train"), nullptr);
+  const char* hidden[] = {
+      "_ZN6google8protobuf23ShutdownProtobufLibraryEv",  // google::protobuf::Shutdown...()
+      "_ZN13sentencepiece22SentencePieceProcessorC1Ev",  // SentencePieceProcessor()
+  };
+  for (const char* symbol : hidden) {
+    EXPECT_EQ(dlsym(lib, symbol), nullptr) << symbol << " is exported by " << info.dli_fname;
+  }
+  dlclose(lib);
+  // And it trains beside whatever protobuf the process holds (Debian's LibTorch brings the
+  // system's libprotobuf, another version than SentencePiece's bundled one).
+  TempDir dir;
+  write_corpus(dir / "train.es", dir / "train.en");
+  VocabConfig c;
+  c.size = 300;
+  c.byte_fallback = true;
+  data::train_sentencepiece({dir / "train.es"}, dir / "m", c, 1, 1);
+  const auto v = data::Vocab::load(dir / "m.model");
+  EXPECT_EQ(v.decode(v.encode("el perro come")), "el perro come");
 }
 
 TEST(Vocab, CacheReusedUntilInputsOrOptionsChange) {

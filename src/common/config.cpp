@@ -1,6 +1,7 @@
 // The config schema: every key, its type, range, default and meaning, in one table.
 #include "headcount/common/config.h"
 
+#include <fmt/ranges.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>

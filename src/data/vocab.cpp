@@ -1,7 +1,5 @@
 #include "headcount/data/vocab.h"
 
-#include <sentencepiece_processor.h>
-#include <sentencepiece_trainer.h>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
@@ -9,10 +7,26 @@
 #include "headcount/common/check.h"
 #include "headcount/common/io.h"
 #include "headcount/common/log.h"
+#include "spm/backend.h"
 
 namespace headcount::data {
 
-Vocab::Vocab() : sp_(std::make_unique<sentencepiece::SentencePieceProcessor>()) {}
+namespace {
+
+// A message the library allocated, taken over (and freed).
+std::string take_message(char* error) {
+  std::string message = error != nullptr ? error : "unknown error";
+  hc_spm_free_buffer(error);
+  return message;
+}
+
+}  // namespace
+
+void Vocab::Free::operator()(hc_spm_processor* p) const {
+  hc_spm_free(p);
+}
+
+Vocab::Vocab() = default;
 Vocab::Vocab(Vocab&&) noexcept = default;
 Vocab& Vocab::operator=(Vocab&&) noexcept = default;
 Vocab::~Vocab() = default;
@@ -21,37 +35,51 @@ Vocab Vocab::load(const fs::path& model_file) {
   std::error_code ec;
   HC_CHECK(fs::exists(model_file, ec), "{}: SentencePiece model not found", model_file.string());
   Vocab v;
-  const auto status = v.sp_->Load(model_file.string());
-  HC_CHECK(status.ok(), "{}: not a valid SentencePiece model: {}", model_file.string(),
-           status.ToString());
+  char* error = nullptr;
+  v.sp_.reset(hc_spm_load(model_file.string().c_str(), &error));
+  HC_CHECK(v.sp_ != nullptr, "{}: not a valid SentencePiece model: {}", model_file.string(),
+           take_message(error));
   v.path_ = model_file;
-  HC_CHECK(v.sp_->pad_id() == kPadId && v.sp_->unk_id() == kUnkId && v.sp_->bos_id() == kBosId &&
-               v.sp_->eos_id() == kEosId,
+  int ids[4];
+  hc_spm_special_ids(v.sp_.get(), ids);
+  HC_CHECK(ids[0] == kPadId && ids[1] == kUnkId && ids[2] == kBosId && ids[3] == kEosId,
            "{}: special ids are pad={} unk={} bos={} eos={}, headcount expects 0, 1, 2, 3 (train "
            "it with --pad_id=0 --unk_id=1 --bos_id=2 --eos_id=3)",
-           model_file.string(), v.sp_->pad_id(), v.sp_->unk_id(), v.sp_->bos_id(), v.sp_->eos_id());
+           model_file.string(), ids[0], ids[1], ids[2], ids[3]);
   return v;
 }
 
 std::vector<int> Vocab::encode(const std::string& text) const {
-  std::vector<int> ids;
-  const auto status = sp_->Encode(text, &ids);
-  HC_CHECK(status.ok(), "SentencePiece encode failed: {}", status.ToString());
-  return ids;
+  int* ids = nullptr;
+  size_t n = 0;
+  char* error = nullptr;
+  HC_CHECK(hc_spm_encode(sp_.get(), text.data(), text.size(), &ids, &n, &error) == 0,
+           "SentencePiece encode failed: {}", take_message(error));
+  std::vector<int> out(ids, ids + n);
+  hc_spm_free_buffer(ids);
+  return out;
 }
 
 std::string Vocab::decode(const std::vector<int>& ids) const {
-  std::string text;
-  const auto status = sp_->Decode(ids, &text);
-  HC_CHECK(status.ok(), "SentencePiece decode failed: {}", status.ToString());
-  return text;
+  char* text = nullptr;
+  size_t len = 0;
+  char* error = nullptr;
+  HC_CHECK(hc_spm_decode(sp_.get(), ids.data(), ids.size(), &text, &len, &error) == 0,
+           "SentencePiece decode failed: {}", take_message(error));
+  std::string out(text, len);
+  hc_spm_free_buffer(text);
+  return out;
 }
 
 int Vocab::size() const {
-  return sp_->GetPieceSize();
+  return hc_spm_piece_size(sp_.get());
 }
 std::string Vocab::piece(int id) const {
-  return sp_->IdToPiece(id);
+  char* piece = hc_spm_id_to_piece(sp_.get(), id);
+  HC_CHECK(piece != nullptr, "SentencePiece: out of memory");
+  std::string out(piece);
+  hc_spm_free_buffer(piece);
+  return out;
 }
 
 void train_sentencepiece(const std::vector<fs::path>& inputs, const fs::path& model_prefix,
@@ -67,7 +95,6 @@ void train_sentencepiece(const std::vector<fs::path>& inputs, const fs::path& mo
     if (!input.empty()) input += ',';
     input += p.string();
   }
-  sentencepiece::SetRandomGeneratorSeed(static_cast<unsigned int>(seed));
   const std::string args = fmt::format(
       "--input={} --vocab_size={} --model_type={} --character_coverage={} "
       "--pad_id={} --unk_id={} --bos_id={} --eos_id={} --input_sentence_size={} "
@@ -75,10 +102,14 @@ void train_sentencepiece(const std::vector<fs::path>& inputs, const fs::path& mo
       "--byte_fallback={} --minloglevel=1",
       input, c.size, c.model_type, c.character_coverage, kPadId, kUnkId, kBosId, kEosId,
       c.input_sentence_size, std::max(threads, 1), c.byte_fallback ? "true" : "false");
-  std::string model;
-  const auto status = sentencepiece::SentencePieceTrainer::Train(args, nullptr, &model);
-  HC_CHECK(status.ok(), "SentencePiece training failed: {}", status.ToString());
-  io::write_file_atomic(model_prefix.string() + ".model", model);
+  char* model = nullptr;
+  size_t len = 0;
+  char* error = nullptr;
+  HC_CHECK(hc_spm_train(args.c_str(), static_cast<unsigned>(seed), &model, &len, &error) == 0,
+           "SentencePiece training failed: {}", take_message(error));
+  const std::string bytes(model, len);
+  hc_spm_free_buffer(model);
+  io::write_file_atomic(model_prefix.string() + ".model", bytes);
 }
 
 VocabFiles train_or_load_vocab(const VocabConfig& c, const fs::path& train_src,

@@ -1,5 +1,6 @@
 #include "headcount/model/transformer.h"
 
+#include <fmt/ranges.h>
 #include <torch/nn/functional.h>
 #include <torch/nn/init.h>
 
@@ -14,11 +15,14 @@ namespace headcount::model {
 
 namespace F = torch::nn::functional;
 
+// Built once in double on the host; positions() and the relevance pass move it to the model's
+// device.
 torch::Tensor sinusoidal_positions(int64_t length, int64_t dim) {
-  auto pos = torch::arange(length, torch::kFloat64).unsqueeze(1);        // [L, 1]
-  auto i = torch::arange(0, dim, 2, torch::kFloat64);                    // [dim/2]
+  auto pos =
+      torch::arange(length, torch::kFloat64).unsqueeze(1);  // [L, 1] device: cpu (host table)
+  auto i = torch::arange(0, dim, 2, torch::kFloat64);       // [dim/2] device: cpu (host table)
   auto angle = pos / torch::pow(10000.0, i / static_cast<double>(dim));  // [L, dim/2]
-  auto table = torch::zeros({length, dim}, torch::kFloat64);
+  auto table = torch::zeros({length, dim}, torch::kFloat64);             // device: cpu (host table)
   table.index_put_({torch::indexing::Slice(), torch::indexing::Slice(0, dim, 2)},
                    torch::sin(angle));
   table.index_put_({torch::indexing::Slice(), torch::indexing::Slice(1, dim, 2)},
@@ -105,8 +109,10 @@ void DecoderState::reorder(const torch::Tensor& index) {
   for (auto& l : layers) {
     for (KVCache* c : {&l.self_attn, &l.cross_attn}) {
       if (c->k.defined()) {
-        c->k = c->k.index_select(0, index);
-        c->v = c->v.index_select(0, index);
+        // The search builds its row index on the host; the cache is on the model's device.
+        const auto rows = index.to(c->k.device());
+        c->k = c->k.index_select(0, rows);
+        c->v = c->v.index_select(0, rows);
       }
     }
   }
@@ -136,8 +142,9 @@ TransformerImpl::TransformerImpl(const ModelConfig& c, const Architecture& arch,
     output_weight = src_embed->weight;
   } else {
     tgt_embed = register_module("tgt_embed", make_embedding(tgt_vocab));
-    output_weight = register_parameter("output_projection_weight",
-                                       torch::randn({tgt_vocab, c.d_model}) * emb_std);
+    // device: cpu (a parameter, moved with its module)
+    const auto initial = torch::randn({tgt_vocab, c.d_model}) * emb_std;
+    output_weight = register_parameter("output_projection_weight", initial);
   }
   // Parameter names: encoder.{i}.self_attn.in_proj_weight, decoder.{i}.cross_attn..., etc.
   auto encoder = register_module("encoder", torch::nn::ModuleList());

@@ -1,5 +1,6 @@
 #include "headcount/prune/prune_trainer.h"
 
+#include <fmt/ranges.h>
 #include <torch/torch.h>
 
 #include <fstream>

@@ -8,9 +8,8 @@
 
 #include "headcount/common/config.h"
 
-namespace sentencepiece {
-class SentencePieceProcessor;
-}
+// SentencePiece's model, behind libheadcount_spm.so's C interface (src/spm/backend.h).
+struct hc_spm_processor;
 
 namespace headcount::data {
 
@@ -36,8 +35,11 @@ class Vocab {
   const fs::path& path() const { return path_; }
 
  private:
+  struct Free {
+    void operator()(hc_spm_processor* p) const;
+  };
   Vocab();
-  std::unique_ptr<sentencepiece::SentencePieceProcessor> sp_;
+  std::unique_ptr<hc_spm_processor, Free> sp_;
   fs::path path_;
 };
 
