@@ -77,13 +77,15 @@ torch::Tensor cross_word_attention(const torch::Tensor& w, const std::vector<int
   HC_CHECK(static_cast<int64_t>(tgt_word.size()) == Q && static_cast<int64_t>(src_word.size()) == K,
            "cross_word_attention: {} x {} weights for {} target and {} source pieces", Q, K,
            tgt_word.size(), src_word.size());
-  auto rows = torch::zeros({n_tgt, Q}, torch::kDouble);  // mean over a word's pieces
+  // Both maps are built entry by entry on the host, and the weights are copied there.
+  // device: cpu (host map: mean over a word's pieces)
+  auto rows = torch::zeros({n_tgt, Q}, torch::kDouble);
   std::vector<double> pieces(n_tgt, 0);
   for (int64_t q = 0; q < Q; ++q)
     if (tgt_word[q] >= 0) pieces[tgt_word[q]] += 1;
   for (int64_t q = 0; q < Q; ++q)
     if (tgt_word[q] >= 0) rows[tgt_word[q]][q] = 1.0 / pieces[tgt_word[q]];
-  auto cols = torch::zeros({K, n_src}, torch::kDouble);  // sum over a word's pieces
+  auto cols = torch::zeros({K, n_src}, torch::kDouble);  // device: cpu (host map: word sum)
   for (int64_t k = 0; k < K; ++k)
     if (src_word[k] >= 0) cols[k][src_word[k]] = 1.0;
   return torch::matmul(torch::matmul(rows, w.to(torch::kDouble).cpu()), cols);

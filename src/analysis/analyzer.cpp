@@ -263,6 +263,7 @@ torch::Tensor Analyzer::js_distances(AttentionType type) {
   for (size_t i = 0; i < st.heads.size(); ++i)
     if (st.heads[i].type == type) members.push_back(i);
   const int64_t n = static_cast<int64_t>(members.size());
+  // device: cpu (sums pairwise_js of weights copied to the host below; read there by the caller)
   auto total = torch::zeros({n, n}, torch::kDouble);
   if (n == 0) return total;
   auto layers = st.model->attention_layers(type);
@@ -440,7 +441,7 @@ RelevanceResult Analyzer::relevance(double eps) {
 
 namespace {
 std::vector<int64_t> to_vector(const torch::Tensor& t) {
-  const auto c = t.contiguous();
+  const auto c = t.cpu().contiguous();  // data_ptr reads host memory
   return std::vector<int64_t>(c.data_ptr<int64_t>(), c.data_ptr<int64_t>() + c.numel());
 }
 }  // namespace

@@ -13,7 +13,7 @@ namespace headcount::analysis {
 
 void HeadStats::add(const torch::Tensor& weights, const SentenceKeys& keys) {
   HC_CHECK(weights.dim() == 2, "attention weights must be [queries, keys]");
-  const auto w = weights.to(torch::kDouble).contiguous();
+  const auto w = weights.to(torch::kDouble).cpu().contiguous();  // read through an accessor
   const int64_t T = w.size(0), S = w.size(1);
   const auto a = w.accessor<double, 2>();
   // The sentence's rarest key (EOS excluded), when it is rare enough to count.
@@ -113,7 +113,7 @@ torch::Tensor classical_mds(const torch::Tensor& distances, int64_t dims) {
            "MDS needs a square distance matrix");
   const int64_t n = distances.size(0);
   HC_CHECK(dims >= 1 && dims <= n, "MDS: {} dimensions for {} points", dims, n);
-  const auto d = distances.to(torch::kDouble).contiguous();
+  const auto d = distances.to(torch::kDouble).cpu().contiguous();  // read through an accessor
   Eigen::MatrixXd D2(n, n);
   const auto a = d.accessor<double, 2>();
   for (int64_t i = 0; i < n; ++i)
@@ -123,7 +123,7 @@ torch::Tensor classical_mds(const torch::Tensor& distances, int64_t dims) {
   const Eigen::MatrixXd B = -0.5 * J * D2 * J;
   Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> eig(B);
   // Eigen sorts eigenvalues in increasing order: take them from the end.
-  auto out = torch::zeros({n, dims}, torch::kDouble);
+  auto out = torch::zeros({n, dims}, torch::kDouble);  // device: cpu (filled from Eigen's result)
   auto o = out.accessor<double, 2>();
   for (int64_t k = 0; k < dims; ++k) {
     const int64_t col = n - 1 - k;

@@ -119,14 +119,15 @@ torch::Tensor word_attention(const torch::Tensor& w, const std::vector<int64_t>&
                w.size(0) == static_cast<int64_t>(piece_word.size()),
            "word_attention: expected [P, P] weights with one word index per piece");
   const int64_t P = w.size(0);
-  // M [P, n]: piece -> word membership.
-  auto m = torch::zeros({P, n_words}, torch::kDouble);
+  // M [P, n]: piece -> word membership, built entry by entry: on the host, where the result is
+  // read (SyntaxStats::add), so the weights are copied there too.
+  auto m = torch::zeros({P, n_words}, torch::kDouble);  // device: cpu (host membership matrix)
   for (int64_t p = 0; p < P; ++p)
     if (piece_word[p] >= 0) m[p][piece_word[p]] = 1.0;
-  const auto summed = w.to(torch::kDouble).matmul(m);  // [P, n]: to a word, summed over pieces
-  const auto counts = m.sum(0);                        // pieces per word
-  auto out = m.t().matmul(summed);                     // [n, n]: from a word, summed
-  return out / counts.clamp_min(1).unsqueeze(1);       // ... then the mean
+  const auto summed = w.to(torch::kDouble).cpu().matmul(m);  // [P, n]: to a word, summed
+  const auto counts = m.sum(0);                              // pieces per word
+  auto out = m.t().matmul(summed);                           // [n, n]: from a word, summed
+  return out / counts.clamp_min(1).unsqueeze(1);             // ... then the mean
 }
 
 const char* direction_name(DepDirection d) {
@@ -139,7 +140,7 @@ void SyntaxStats::add(const torch::Tensor& word_w, const DepSentence& s,
   HC_CHECK(word_w.dim() == 2 && word_w.size(0) == n && word_w.size(1) == n,
            "SyntaxStats: expected [{}, {}] word attention", n, n);
   auto ok = [&](int64_t i) { return has_piece.empty() || has_piece[i]; };
-  const auto a = word_w.to(torch::kDouble).contiguous();
+  const auto a = word_w.to(torch::kDouble).cpu().contiguous();  // read through an accessor
   const auto acc = a.accessor<double, 2>();
   // Most-attended other word of each word (a word never predicts itself; pieceless words never
   // win).

@@ -50,6 +50,7 @@ std::vector<Hypothesis> greedy_search(StepModel& model, const std::vector<int64_
   // (model.reorder) instead of running on dummy input until the longest one ends.
   std::vector<int64_t> active(B);
   std::iota(active.begin(), active.end(), 0);
+  // device: cpu (search bookkeeping stays on the host; the StepModel moves it to its device)
   auto last = torch::full({B}, data::kBosId, torch::kInt64);
   for (int64_t t = 0; !active.empty(); ++t) {
     auto lprobs = model.step(last).to(torch::kCPU).to(torch::kFloat32).contiguous();  // [A, V]
@@ -80,10 +81,10 @@ std::vector<Hypothesis> greedy_search(StepModel& model, const std::vector<int64_
     }
     if (still_active.empty()) break;
     if (still_active.size() < active.size()) {
-      model.reorder(torch::tensor(keep_rows, torch::kInt64).to(last.device()));
+      model.reorder(torch::tensor(keep_rows, torch::kInt64));  // device: cpu (host row index)
     }
     active = std::move(still_active);
-    last = torch::tensor(next, torch::kInt64).to(last.device());
+    last = torch::tensor(next, torch::kInt64);  // device: cpu (host bookkeeping, as above)
   }
   return out;
 }
@@ -103,6 +104,7 @@ std::vector<Hypothesis> beam_search(StepModel& model, const std::vector<int64_t>
     for (int64_t k = 1; k < K; ++k) scores[b * K + k] = -INFINITY;
   }
   std::vector<std::vector<int64_t>> tokens(B * K);
+  // device: cpu (search bookkeeping stays on the host; the StepModel moves it to its device)
   auto last = torch::full({B * K}, data::kBosId, torch::kInt64);
   for (int64_t t = 0; !active.empty(); ++t) {
     const int64_t A = static_cast<int64_t>(active.size()), N = A * K;
@@ -118,6 +120,7 @@ std::vector<Hypothesis> beam_search(StepModel& model, const std::vector<int64_t>
         rows.select(1, data::kEosId).copy_(eos);
       }
     }
+    // device: cpu (added to lprobs, which were copied to the host above)
     auto base = torch::tensor(scores, torch::kFloat64).to(torch::kFloat32).view({N, 1});
     auto cand = (lprobs + base).view({A, K * V});                         // [A, K*V]
     auto [top_v, top_i] = cand.topk(std::min<int64_t>(2 * K, K * V), 1);  // [A, 2K]
@@ -168,8 +171,8 @@ std::vector<Hypothesis> beam_search(StepModel& model, const std::vector<int64_t>
     tokens = std::move(next_tokens);
     scores = std::move(new_scores);
     active = std::move(still_active);
-    model.reorder(torch::tensor(source_rows, torch::kInt64).to(last.device()));
-    last = torch::tensor(new_tokens, torch::kInt64).to(last.device());
+    model.reorder(torch::tensor(source_rows, torch::kInt64));  // device: cpu (host row index)
+    last = torch::tensor(new_tokens, torch::kInt64);           // device: cpu (host bookkeeping)
   }
   std::vector<Hypothesis> out(B);
   for (int64_t b = 0; b < B; ++b) {
@@ -184,11 +187,14 @@ std::vector<Hypothesis> beam_search(StepModel& model, const std::vector<int64_t>
 TransformerStepper::TransformerStepper(model::Transformer& model, const torch::Tensor& src,
                                        int64_t beam)
     : model_(model) {
-  enc_ = model_->encode(src);
+  // A source built on the host is moved once: the encoder's embedding indexes on the model's
+  // device.
+  const auto tokens = src.to(model_->output_weight.device());  // [B, S]
+  enc_ = model_->encode(tokens);
   if (beam > 1) {
-    auto idx =
-        torch::arange(src.size(0), torch::TensorOptions().dtype(torch::kInt64).device(src.device()))
-            .repeat_interleave(beam);
+    auto idx = torch::arange(tokens.size(0),
+                             torch::TensorOptions().dtype(torch::kInt64).device(tokens.device()))
+                   .repeat_interleave(beam);
     enc_.memory = enc_.memory.index_select(0, idx);
     enc_.bias = enc_.bias.index_select(0, idx);
     enc_.src_lengths = enc_.src_lengths.index_select(0, idx);
@@ -197,15 +203,19 @@ TransformerStepper::TransformerStepper(model::Transformer& model, const torch::T
 }
 
 torch::Tensor TransformerStepper::step(const torch::Tensor& last_tokens) {
-  auto logits = model_->decode(last_tokens.view({-1, 1}), enc_, &state_);  // [N, 1, V]
+  // The search hands over host tensors: the embedding's index must be on the model's device.
+  const auto tokens = last_tokens.to(enc_.memory.device()).view({-1, 1});  // [N, 1]
+  auto logits = model_->decode(tokens, enc_, &state_);                     // [N, 1, V]
   return torch::log_softmax(logits.squeeze(1).to(torch::kFloat32), -1);    // [N, V]
 }
 
 void TransformerStepper::reorder(const torch::Tensor& index) {
-  state_.reorder(index);
-  enc_.memory = enc_.memory.index_select(0, index);
-  enc_.bias = enc_.bias.index_select(0, index);
-  enc_.src_lengths = enc_.src_lengths.index_select(0, index.to(enc_.src_lengths.device()));
+  // Moved once: the cached keys and values, the memory and its bias all live on one device.
+  const auto rows = index.to(enc_.memory.device());
+  state_.reorder(rows);
+  enc_.memory = enc_.memory.index_select(0, rows);
+  enc_.bias = enc_.bias.index_select(0, rows);
+  enc_.src_lengths = enc_.src_lengths.index_select(0, rows);
 }
 
 std::vector<std::vector<int64_t>> translate_ids(model::Transformer& model,
@@ -226,6 +236,7 @@ std::vector<std::vector<int64_t>> translate_ids(model::Transformer& model,
     const size_t end = std::min(order.size(), start + static_cast<size_t>(batch_size));
     size_t longest = 0;
     for (size_t i = start; i < end; ++i) longest = std::max(longest, sources[order[i]].size());
+    // device: cpu (filled element by element on the host, then moved to `device` in one copy)
     auto src = torch::full({static_cast<int64_t>(end - start), static_cast<int64_t>(longest) + 1},
                            data::kPadId, torch::kInt64);
     std::vector<int64_t> max_lens;

@@ -19,15 +19,20 @@ MultiheadAttentionImpl::MultiheadAttentionImpl(int64_t d_model, int64_t num_head
       self_attention_(self_attention) {
   const int64_t inner = num_heads * head_dim;
   if (num_heads > 0) {
-    // Xavier-uniform as PyTorch's MultiheadAttention, zero biases.
+    // Xavier-uniform as PyTorch's MultiheadAttention, zero biases. Parameters are created on the
+    // host, as every module's; the model is moved to its device as a whole.
+    // device: cpu (a parameter, moved with its module)
     in_proj_weight = register_parameter("in_proj_weight", torch::empty({3 * inner, d_model}));
+    // device: cpu (a parameter, moved with its module)
     in_proj_bias = register_parameter("in_proj_bias", torch::zeros({3 * inner}));
+    // device: cpu (a parameter, moved with its module)
     out_proj_weight = register_parameter("out_proj_weight", torch::empty({d_model, inner}));
     torch::nn::init::xavier_uniform_(in_proj_weight);
     const double bound = 1.0 / std::sqrt(static_cast<double>(inner));
     torch::nn::init::uniform_(out_proj_weight, -bound, bound);
   }
   // Kept even without heads: the layer still adds it to the residual stream.
+  // device: cpu (a parameter, moved with its module)
   out_proj_bias = register_parameter("out_proj_bias", torch::zeros({d_model}));
 }
 

@@ -48,6 +48,7 @@ model::Architecture export_without_heads(const fs::path& checkpoint,
              "{} has no {} layer {} head {}", checkpoint.string(), model::attention_name(h.type),
              h.layer, h.head);
     const auto key = HeadGatesImpl::key(h.type, static_cast<int>(h.layer));
+    // device: cpu (gate values are read on the host by prune_heads; the model is on the CPU too)
     if (!values.count(key)) values[key] = torch::ones({per_layer[h.layer]});
     values[key][h.head] = 0.0f;
   }

@@ -55,7 +55,8 @@ torch::Tensor query_rows(const torch::Tensor& tokens) {
 // [Z, 1] for the rows `rows` of the head outputs `merged` [B, T, H*Dh] (the input of W_o),
 // double on the CPU: a row of the least-squares design matrix per query token.
 torch::Tensor design_rows(const torch::Tensor& merged, const torch::Tensor& rows) {
-  if (merged.size(-1) == 0) return torch::ones({rows.size(0), 1}, torch::kDouble);  // no heads
+  // No heads: the constant column alone. device: cpu (the design matrix is a host-side double)
+  if (merged.size(-1) == 0) return torch::ones({rows.size(0), 1}, torch::kDouble);
   auto z = merged.reshape({-1, merged.size(-1)}).index_select(0, rows).to(torch::kDouble).cpu();
   return torch::cat({z, torch::ones({z.size(0), 1}, z.options())}, 1);
 }
@@ -81,13 +82,16 @@ CalibrationStats calibrate(model::Transformer& model, const std::vector<data::Ex
       layers.push_back({HeadGatesImpl::key(type, static_cast<int>(i)), type, attns[i], {}});
     }
   }
+  // The accumulators are double on the host: each batch's gradients and design rows are copied
+  // there (.cpu() below), so the sums over many batches do not depend on the device, and the
+  // search, rearrangement and refit read them on the host.
   CalibrationStats stats;
   for (auto& l : layers) {
     const int64_t h = l.attention->num_heads();
-    stats.fisher[l.key] = torch::zeros({h, h}, torch::kDouble);
+    stats.fisher[l.key] = torch::zeros({h, h}, torch::kDouble);  // device: cpu (host accumulator)
     if (with_gram) {
       const int64_t n = h * l.attention->head_dim() + 1;
-      stats.gram[l.key] = torch::zeros({n, n}, torch::kDouble);
+      stats.gram[l.key] = torch::zeros({n, n}, torch::kDouble);  // device: cpu (host accumulator)
     }
   }
   const auto batches = calibration_batches(examples, max_tokens);
@@ -170,8 +174,8 @@ std::pair<torch::Tensor, torch::Tensor> refit_output_projection(const torch::Ten
     if (keep[static_cast<size_t>(h)])
       for (int64_t d = 0; d < dh; ++d) cols.push_back(h * dh + d);
   const int64_t k = static_cast<int64_t>(cols.size());
-  cols.push_back(width);  // the constant column
-  const auto index = torch::tensor(cols, torch::kLong);
+  cols.push_back(width);                                 // the constant column
+  const auto index = torch::tensor(cols, torch::kLong);  // device: cpu (indexes the host Gram)
   const auto g = gram.to(torch::kDouble).cpu();
   // The unpruned layer's output is [Z, 1] [W^T; b^T]: its cross-products with the kept inputs
   // come from the Gram matrix alone.
@@ -180,6 +184,7 @@ std::pair<torch::Tensor, torch::Tensor> refit_output_projection(const torch::Ten
                                0);  // [width+1, D]
   const auto sol = ridge_solve(g.index_select(0, index).index_select(1, index),
                                g.index_select(0, index).matmul(full), ridge);  // [k+1, D]
+  // device: cpu (filled from the host solution; converted to the weight's options on return)
   auto new_weight = torch::zeros({weight.size(0), width}, torch::kDouble);
   if (k > 0) new_weight.index_copy_(1, index.slice(0, 0, k), sol.slice(0, 0, k).t());
   const auto new_bias = sol[k];
@@ -272,8 +277,9 @@ int reconstruct_sequential(model::Transformer& pruned, model::Transformer& refer
     std::vector<torch::Tensor> zp;
     if (pa->num_heads() < ra->num_heads()) {
       const int64_t k = pa->num_heads() * pa->head_dim();
-      auto a = torch::zeros({k + 1, k + 1}, torch::kDouble);
-      auto c = torch::zeros({k + 1, width}, torch::kDouble);
+      // Normal equations in double on the host, as in calibrate(): z and y are copied there.
+      auto a = torch::zeros({k + 1, k + 1}, torch::kDouble);  // device: cpu (host accumulator)
+      auto c = torch::zeros({k + 1, width}, torch::kDouble);  // device: cpu (host accumulator)
       pa->set_record(true);
       struct RecordOff {  // also when a forward throws
         model::MultiheadAttention a;
@@ -488,6 +494,7 @@ std::map<std::string, torch::Tensor> values_without(const model::Architecture& a
   const auto& heads = arch.heads(type);
   for (size_t i = 0; i < heads.size(); ++i)
     if (heads[i] > 0)
+      // device: cpu (gate values are read on the host by prune_heads)
       values[HeadGatesImpl::key(type, static_cast<int>(i))] = torch::zeros({heads[i]});
   return values;
 }
@@ -728,6 +735,7 @@ void FisherRun::run_fisher() {
   double sequential_seconds = 0;
   std::map<std::string, torch::Tensor> values;
   for (const auto& [key, k] : keep) {
+    // device: cpu (gate values are read on the host by prune_heads; filled element-wise here)
     auto v = torch::zeros({static_cast<int64_t>(k.size())});
     for (size_t h = 0; h < k.size(); ++h) v[static_cast<int64_t>(h)] = k[h] ? 1.0f : 0.0f;
     values[key] = v;

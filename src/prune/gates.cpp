@@ -16,6 +16,7 @@ HardConcreteGateImpl::HardConcreteGateImpl(int64_t num_heads, HardConcreteOption
            options_.stretch_low, options_.stretch_high);
   HC_CHECK(options_.temperature > 0, "hard-concrete temperature must be positive, got {}",
            options_.temperature);
+  // device: cpu (a parameter, moved with its module: HeadGatesImpl puts it on the layer's device)
   log_alpha = register_parameter("log_alpha", torch::full({num_heads}, options_.init_log_alpha));
 }
 
@@ -56,13 +57,15 @@ torch::Tensor HardConcreteGateImpl::expected_gate() const {
   torch::NoGradGuard no_grad;
   const double l = options_.stretch_low, r = options_.stretch_high, beta = options_.temperature;
   const int64_t n = 2000;  // even
+  // The quadrature runs in double on the host (log_alpha is copied there below), so the expected
+  // gate is the same number whatever the model's device; the result goes back to that device.
   const auto opts = torch::TensorOptions().dtype(torch::kFloat64);
-  const auto t = torch::linspace(0.0, 1.0, n + 1, opts);
+  const auto t = torch::linspace(0.0, 1.0, n + 1, opts);  // device: cpu (host quadrature)
   const auto x = (t - l) / (r - l);
   const auto logit_x = torch::log(x) - torch::log1p(-x);                                // [n+1]
   const auto la = log_alpha.detach().to(torch::kCPU).to(torch::kFloat64).unsqueeze(1);  // [H, 1]
   const auto f = torch::sigmoid(la - beta * logit_x.unsqueeze(0));                      // [H, n+1]
-  auto w = torch::ones({n + 1}, opts);
+  auto w = torch::ones({n + 1}, opts);  // device: cpu (host quadrature)
   w.slice(0, 1, n, 2).fill_(4.0);
   w.slice(0, 2, n - 1, 2).fill_(2.0);
   const auto e = (f * w).sum(1) / (3.0 * static_cast<double>(n));

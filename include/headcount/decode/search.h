@@ -23,7 +23,9 @@ struct SearchOptions {
   int64_t max_length(int64_t source_length) const;
 };
 
-// The model as beam search sees it: rows of partial outputs, one new token each step.
+// The model as beam search sees it: rows of partial outputs, one new token each step. The
+// search keeps its bookkeeping on the host: `last_tokens` and `index` are CPU tensors, which a
+// model on another device moves there itself; step() may return its rows on any device.
 class StepModel {
  public:
   virtual ~StepModel() = default;
@@ -53,7 +55,8 @@ std::vector<Hypothesis> beam_search(StepModel& model, const std::vector<int64_t>
 
 class TransformerStepper : public StepModel {
  public:
-  // src [B, S] padded; the encoder runs once and its output is repeated for every beam.
+  // src [B, S] padded, on the host or the model's device (it is moved there); the encoder runs
+  // once and its output is repeated for every beam.
   TransformerStepper(model::Transformer& model, const torch::Tensor& src, int64_t beam);
   torch::Tensor step(const torch::Tensor& last_tokens) override;
   void reorder(const torch::Tensor& index) override;
