@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 #include <malloc.h>
 #include <sys/wait.h>
+#include <torch/cuda.h>
 
 #include <array>
 #include <cstdio>
@@ -14,6 +15,7 @@
 #include "headcount/common/precision.h"
 #include "headcount/common/runtime.h"
 #include "test_util.h"
+#include "tiny_corpus.h"
 
 namespace headcount {
 namespace {
@@ -285,6 +287,57 @@ TEST(Cli, BenchTrainGatedRunsTheLibrarysL0Pruning) {
     EXPECT_NE(r.out.find("(2 alternating pairs)"), std::string::npos) << r.out;
     EXPECT_NE(r.err.find("pruning: gates on 6 heads"), std::string::npos) << r.err;
   }
+}
+
+// The benchmarks measure the config's `device` and say which; a device that cannot be used is an
+// error, never a measurement of the CPU in its place. (On a GPU, test_cuda.cpp's Cuda.Bench*.)
+TEST(Cli, BenchTrainReportsTheDeviceItMeasuredAndRefusesAMissingGpu) {
+  const std::string shape =
+      "bench train --d-model 16 --layers 1 --heads 2 --ffn 32 --vocab 50 --sentences 2 --length 4 "
+      "--steps 1 --warmup 1 --precision fp32";
+  const auto j = run(shape + " --json --set device=cpu");
+  ASSERT_EQ(j.code, 0) << j.err;
+  const auto json = nlohmann::json::parse(j.out);
+  EXPECT_EQ(json["device"], "cpu");
+  EXPECT_EQ(json["matmul_peak_size"], 2048);
+  EXPECT_FALSE(json.contains("tf32"));  // a CUDA setting
+  const auto text = run(shape + " --set device=cpu");
+  ASSERT_EQ(text.code, 0) << text.err;
+  EXPECT_NE(text.out.find("device: cpu\n"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("matmul peak measured now on cpu (2048^3)"), std::string::npos)
+      << text.out;
+  // auto: the GPU where LibTorch sees one, else the CPU.
+  const auto automatic = run(shape + " --json");
+  ASSERT_EQ(automatic.code, 0) << automatic.err;
+  EXPECT_EQ(nlohmann::json::parse(automatic.out)["device"],
+            torch::cuda::is_available() ? "cuda:0" : "cpu");
+  if (torch::cuda::is_available()) return;
+  for (const char* device : {"cuda", "cuda:1"}) {
+    const auto r = run(shape + " --json --set device=" + device);
+    EXPECT_NE(r.code, 0) << device;
+    EXPECT_TRUE(r.out.empty()) << r.out;  // no figures of another device
+    EXPECT_NE(
+        r.err.find(fmt::format("device '{}' requested but LibTorch sees no CUDA device", device)),
+        std::string::npos)
+        << r.err;
+  }
+}
+
+TEST(Cli, BenchDecodeReportsTheDeviceItMeasuredAndRefusesAMissingGpu) {
+  TempDir dir;
+  const auto ckpt = train_tiny_model(dir, 4).string();
+  const std::string args = "bench decode --checkpoint " + ckpt +
+                           " --sentences 2 --beams 1 --repeats 1 --set decode.precision=fp32";
+  const auto r = run(args + " --set device=cpu");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("repeats (alternating), device cpu\n"), std::string::npos) << r.out;
+  if (torch::cuda::is_available()) return;
+  const auto gpu = run(args + " --set device=cuda");
+  EXPECT_NE(gpu.code, 0);
+  EXPECT_TRUE(gpu.out.empty()) << gpu.out;
+  EXPECT_NE(gpu.err.find("device 'cuda' requested but LibTorch sees no CUDA device"),
+            std::string::npos)
+      << gpu.err;
 }
 
 }  // namespace

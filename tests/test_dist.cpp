@@ -104,6 +104,49 @@ TEST(Distributed, EnvironmentAsTorchrunAndSlurmSetIt) {
   EXPECT_NE(error().find("MASTER_PORT=70000"), std::string::npos);
 }
 
+// One GPU per process on CUDA: cuda:LOCAL_RANK, or cuda:0 where each process sees one GPU.
+TEST(Distributed, EachProcessTrainsOnTheGpuOfItsLocalRank) {
+  const torch::Device cpu(torch::kCPU), cuda(torch::kCUDA);
+  dist::Environment one;
+  dist::Environment rank3;
+  rank3.world_size = 8;
+  rank3.rank = 7;
+  rank3.local_rank = 3;
+  rank3.source = "torchrun";
+  EXPECT_EQ(dist::process_device(cpu, rank3, 4), cpu);
+  EXPECT_EQ(dist::process_device(cuda, rank3, 4), torch::Device(torch::kCUDA, 3));
+  EXPECT_EQ(dist::process_device(cuda, rank3, 1), torch::Device(torch::kCUDA, 0));
+  // One process keeps what the config asked for.
+  EXPECT_EQ(dist::process_device(cuda, one, 4), cuda);
+  EXPECT_EQ(dist::process_device(torch::Device(torch::kCUDA, 2), one, 4),
+            torch::Device(torch::kCUDA, 2));
+  EXPECT_NE(testing::error_of([&] {
+              dist::process_device(cuda, rank3, 2);
+            }).find("local rank 3 (torchrun environment) but this process sees 2 CUDA device(s)"),
+            std::string::npos);
+  EXPECT_NE(testing::error_of([&] {
+              dist::process_device(torch::Device(torch::kCUDA, 1), rank3, 4);
+            }).find("device: cuda:1 puts every process of a data-parallel run on one GPU"),
+            std::string::npos);
+}
+
+// Without the backend a device needs, connect() refuses at once, before any rendezvous.
+TEST(Distributed, ADeviceWithoutItsProcessGroupIsRefusedAtOnce) {
+  dist::Environment e;
+  e.world_size = 2;
+  e.master_port = dist::free_port();
+  for (const torch::Device d : {torch::Device(torch::kCPU), torch::Device(torch::kCUDA, 0)}) {
+    if (!dist::backend_for(d).empty()) continue;
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto msg = testing::error_of([&] { dist::connect(e, d, std::chrono::seconds(30)); });
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
+    EXPECT_NE(msg.find(d.is_cuda() ? "distributed training on CUDA needs a LibTorch built with NCCL"
+                                   : "needs LibTorch's Gloo process group"),
+              std::string::npos)
+        << msg;
+  }
+}
+
 TEST(Distributed, LauncherStopsEveryProcessWhenOneFails) {
   dist::LaunchOptions o;
   o.nproc = 2;
@@ -123,8 +166,15 @@ TEST(Distributed, LauncherStopsEveryProcessWhenOneFails) {
   EXPECT_EQ(dist::launch(o), 0);
 }
 
+// Data-parallel training on the CPU needs LibTorch's Gloo group (the official wheels lack it).
+#define SKIP_WITHOUT_GLOO()                   \
+  if (dist::backend_for(torch::kCPU).empty()) \
+  GTEST_SKIP() << "this LibTorch has no Gloo process group"
+
 fs::path tiny_dist_config(const TempDir& dir, int steps) {
   Config c = tiny_run_config(dir, 64);
+  // Gloo on the CPU, also where a GPU is there: several processes on one GPU is no NCCL set-up.
+  c.device = "cpu";
   c.model.dropout = 0.1;  // per-batch seeds make it the same in both set-ups
   c.train.max_steps = steps;
   c.train.eval_every = steps;
@@ -138,9 +188,31 @@ int run(const std::string& cmd) {
   return std::system(cmd.c_str());
 }
 
+// `launch --nproc 1` (torchrun's WORLD_SIZE=1) forms a group of one, as PyTorch's DDP does: the
+// same collectives as with many processes (the GPU check runs it over NCCL), the same result as
+// a plain run.
+TEST(Distributed, ALaunchOfOneProcessFormsAGroupOfOne) {
+  SKIP_WITHOUT_GLOO();
+  TempDir dir;
+  const auto cfg = tiny_dist_config(dir, 4);
+  const std::string bin = HEADCOUNT_BINARY;
+  ASSERT_EQ(run(fmt::format("{} launch --nproc 1 -- train {} --out {} > {} 2>&1", bin, cfg.string(),
+                            (dir / "one").string(), (dir / "one.log").string())),
+            0)
+      << io::read_file(dir / "one.log");
+  const auto log = io::read_file(dir / "one.log");
+  EXPECT_NE(log.find("rank 0 of 1"), std::string::npos) << log;
+  EXPECT_NE(log.find("(gloo)"), std::string::npos) << log;
+  EXPECT_NE(log.find("parameters identical on all 1 processes"), std::string::npos) << log;
+  const auto summary = nlohmann::json::parse(io::read_file(dir / "one" / "summary.json"));
+  EXPECT_EQ(summary["world_size"], 1);
+  EXPECT_EQ(summary["steps"], 4);
+}
+
 // Two processes (one batch each per step) against one process that takes both batches of a step
 // (update_freq 2): the same global batches, so the same parameters.
 TEST(Distributed, TwoProcessesMatchOneProcessOnTheSameGlobalBatches) {
+  SKIP_WITHOUT_GLOO();
   TempDir dir;
   const auto cfg = tiny_dist_config(dir, 12);
   const std::string bin = HEADCOUNT_BINARY;
@@ -202,6 +274,7 @@ TEST(Distributed, TwoProcessesMatchOneProcessOnTheSameGlobalBatches) {
 
 // A process killed mid-run: its peer stops with a clear error instead of hanging.
 TEST(Distributed, APeerKilledMidRunStopsTheOtherWithAClearError) {
+  SKIP_WITHOUT_GLOO();
   TempDir dir;
   const auto cfg = tiny_dist_config(dir, 100000);
   const int port = dist::free_port();
@@ -246,6 +319,7 @@ TEST(Distributed, APeerKilledMidRunStopsTheOtherWithAClearError) {
 
 // Nobody serves the rendezvous: a clear error after the timeout, not a hang.
 TEST(Distributed, RendezvousWithoutPeersFailsClearly) {
+  SKIP_WITHOUT_GLOO();
   TempDir dir;
   const auto cfg = tiny_dist_config(dir, 4);
   const std::string cmd = fmt::format(

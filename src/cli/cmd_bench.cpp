@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 #include <sys/resource.h>
 #include <torch/csrc/autograd/profiler_legacy.h>
+#include <torch/cuda.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -129,28 +130,53 @@ double train_step_flops(const TrainBenchArgs& a) {
   return 3.0 * 2.0 * (enc + dec + out);
 }
 
-// The best of three 2048 x 2048 products in fp32 (OpenBLAS) or bf16 (oneDNN), on the threads set
-// now.
-double matmul_peak_gflops(bool bf16 = false) {
+// Waits for the work queued on `device`: CUDA runs asynchronously, so a clock read without it
+// times the launches, not the arithmetic.
+void wait_for(const torch::Device& device) {
+  if (device.is_cuda()) torch::cuda::synchronize(device.has_index() ? device.index() : -1);
+}
+
+// The device tensors sent to `device` land on ("cuda" names the current GPU: cuda:0).
+torch::Device concrete(const torch::Device& device) {
+  return torch::empty({0}, torch::TensorOptions().device(device)).device();
+}
+
+// Seconds that f() takes on `device`, its queued GPU work included.
+template <typename F>
+double timed_on(const torch::Device& device, F&& f) {
+  wait_for(device);
+  const auto t0 = std::chrono::steady_clock::now();
+  f();
+  wait_for(device);
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// The edge of the square products that measure a device's matmul peak: 2048 keeps the CPU's at
+// ~0.1 s; a GPU finishes that in microseconds, launch-bound, so it gets 8192 (1.1 TFLOP, ~1-25 ms
+// on an H100, 0.8 GB in fp32).
+int64_t peak_matmul_size(const torch::Device& device) {
+  return device.is_cuda() ? 8192 : 2048;
+}
+
+// The best of three n x n products in fp32 (CPU: OpenBLAS; CUDA: cuBLAS, TF32 as the global
+// setting allows it) or bf16 (CPU: oneDNN; CUDA: cuBLAS), on the threads set now.
+double matmul_peak_gflops(bool bf16 = false, const torch::Device& device = torch::kCPU) {
   torch::NoGradGuard g;
-  const int64_t n = 2048;
+  const int64_t n = peak_matmul_size(device);
   const auto dtype = bf16 ? torch::kBFloat16 : torch::kFloat32;
-  auto a = torch::randn({n, n}).to(dtype), b = torch::randn({n, n}).to(dtype);
-  auto c = torch::mm(a, b);
+  auto a = torch::randn({n, n}).to(device, dtype), b = torch::randn({n, n}).to(device, dtype);
+  auto c = torch::mm(a, b);  // warm-up: cuBLAS handles and workspaces, oneDNN's kernels
   double best = 1e30;
-  for (int i = 0; i < 3; ++i) {
-    const auto t0 = std::chrono::steady_clock::now();
-    c = torch::mm(a, b);
-    best = std::min(best,
-                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
-  return 2.0 * n * n * n / best / 1e9;
+  for (int i = 0; i < 3; ++i) best = std::min(best, timed_on(device, [&] { c = torch::mm(a, b); }));
+  return 2.0 * static_cast<double>(n) * n * n / best / 1e9;
 }
 
 void bench_train(const TrainBenchArgs& a, const Config& config) {
-  const torch::Device cpu(torch::kCPU);
+  // The device the trainer would take (`device`; auto: CUDA when LibTorch sees a GPU). One that
+  // cannot be used is resolve_device's error, never a silent fallback to the CPU.
+  const torch::Device device = concrete(runtime::resolve_device(config.device));
   const auto precision = resolve_precision(
-      a.precision.empty() ? config.train.precision : a.precision, cpu, "train.precision");
+      a.precision.empty() ? config.train.precision : a.precision, device, "train.precision");
   runtime::apply_threads(config.threads, precision.bf16());
   torch::manual_seed(1);
   ModelConfig mc;
@@ -163,15 +189,17 @@ void bench_train(const TrainBenchArgs& a, const Config& config) {
   mc.attention_dropout = 0.1;
   mc.activation_dropout = 0.1;
   model::Transformer m(mc, model::Architecture::uniform(mc), a.vocab, a.vocab);
+  m->to(device);
   m->train();
   torch::optim::Adam adam(m->parameters(),
                           torch::optim::AdamOptions(1e-4).betas({0.9, 0.98}).eps(1e-9));
-  auto src = torch::randint(4, a.vocab, {a.sentences, a.length});
-  auto tgt_in = torch::randint(4, a.vocab, {a.sentences, a.length});
-  auto tgt_out = torch::randint(4, a.vocab, {a.sentences, a.length});
+  // Drawn on the CPU, so that every device trains on the same batch.
+  auto src = torch::randint(4, a.vocab, {a.sentences, a.length}).to(device);
+  auto tgt_in = torch::randint(4, a.vocab, {a.sentences, a.length}).to(device);
+  auto tgt_out = torch::randint(4, a.vocab, {a.sentences, a.length}).to(device);
   // The forward pass under train.precision, as the trainer runs it (loss and backward outside).
   auto forward = [&] {
-    PrecisionScope scope(precision, cpu);
+    PrecisionScope scope(precision, device);
     return m->forward(src, tgt_in);
   };
   // Parameters prune.train_parts freezes in the gated steps (none by default) train in the plain
@@ -195,7 +223,7 @@ void bench_train(const TrainBenchArgs& a, const Config& config) {
   int64_t gated_steps = 0;
   if (a.gated) {
     l0 = std::make_unique<prune::L0Pruning>(config, train::TrainOptions{});
-    groups = l0->parameter_groups(m, cpu);
+    groups = l0->parameter_groups(m, device);
     for (auto& p : m->parameters()) {
       if (!p.requires_grad()) frozen.push_back(p);
     }
@@ -224,11 +252,7 @@ void bench_train(const TrainBenchArgs& a, const Config& config) {
     step();
   }
   std::vector<double> times, gated_times;
-  auto timed = [](auto&& f) {
-    const auto t0 = std::chrono::steady_clock::now();
-    f();
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  };
+  auto timed = [&](auto&& f) { return timed_on(device, f); };
   // Page faults of the timed steps: first touching a page costs ~12 us on some virtual machines,
   // more than the arithmetic on it (see runtime::keep_freed_memory).
   auto minor_faults = [] {
@@ -258,10 +282,15 @@ void bench_train(const TrainBenchArgs& a, const Config& config) {
   const double median = times[times.size() / 2];
   const double tokens = static_cast<double>(a.sentences) * a.length;
   const double flops = train_step_flops(a);
-  const double peak = matmul_peak_gflops(precision.bf16());
+  const double peak = matmul_peak_gflops(precision.bf16(), device);
   const double achieved = flops / median / 1e9;
+  const int64_t peak_n = peak_matmul_size(device);
+  // fp32 products on CUDA run in TF32 where the global setting allows it (LibTorch's default:
+  // not), which changes the peak they reach.
+  const bool tf32 = device.is_cuda() && !precision.bf16() && at::globalContext().allowTF32CuBLAS();
   if (a.json) {
     nlohmann::ordered_json j = {{"impl", "headcount"},
+                                {"device", device.str()},
                                 {"precision", precision.name()},
                                 {"tokens_per_step", tokens},
                                 {"step_seconds_median", median},
@@ -271,33 +300,38 @@ void bench_train(const TrainBenchArgs& a, const Config& config) {
                                 {"gflop_per_step", flops / 1e9},
                                 {"achieved_gflops", achieved},
                                 {"matmul_peak_gflops", peak},
+                                {"matmul_peak_size", peak_n},
                                 {"fraction_of_peak", achieved / peak},
                                 {"intra_op_threads", at::get_num_threads()},
                                 {"page_faults_per_step", faults_per_step}};
+    if (device.is_cuda()) j["tf32"] = tf32;
     std::printf("%s\n", j.dump().c_str());
     return;
   }
   std::printf(
       "headcount Transformer d=%d ffn=%d %d+%d layers %d heads vocab %d, %d x %d target tokens\n",
       a.d_model, a.ffn, a.layers, a.layers, a.heads, a.vocab, a.sentences, a.length);
-  std::printf("precision: %s (%s); %d LibTorch threads\n", precision.name().c_str(),
-              precision.reason.c_str(), at::get_num_threads());
+  std::printf("device: %s\n", device.str().c_str());
+  std::printf("precision: %s (%s)%s; %d LibTorch threads\n", precision.name().c_str(),
+              precision.reason.c_str(), tf32 ? ", TF32 products" : "", at::get_num_threads());
   std::printf("step time: median %.3f s (min %.3f, max %.3f) over %d steps\n", median,
               times.front(), times.back(), a.steps);
   std::printf("target tokens/s: %.0f\n", tokens / median);
   std::printf("page faults per step: %.0f%s\n", faults_per_step,
               a.gated ? " (plain and gated steps together)" : "");
   std::printf(
-      "FLOPs per step: %.1f GFLOP -> %.1f GFLOP/s; %s matmul peak measured now (2048^3): "
+      "FLOPs per step: %.1f GFLOP -> %.1f GFLOP/s; %s matmul peak measured now on %s (%lld^3): "
       "%.1f GFLOP/s; fraction of peak: %.0f%%\n",
-      flops / 1e9, achieved, precision.name().c_str(), peak, 100.0 * achieved / peak);
+      flops / 1e9, achieved, precision.name().c_str(), device.str().c_str(),
+      static_cast<long long>(peak_n), peak, 100.0 * achieved / peak);
 }
 
 struct DecodeBenchArgs {
   std::string checkpoint;
-  std::string compare;    // a pruned checkpoint to compare with
-  std::string mask_from;  // a prune run whose removed heads are masked in the full model
-  int sentences = 0;      // 0: the whole dev set
+  std::vector<std::string> sets;  // overrides of the checkpoint's config (device, decode.*, ...)
+  std::string compare;            // a pruned checkpoint to compare with
+  std::string mask_from;          // a prune run whose removed heads are masked in the full model
+  int sentences = 0;              // 0: the whole dev set
   std::vector<int> beams = {1, 4};
   int repeats = 3;
   std::vector<std::string> precisions;  // empty: decode.precision of the checkpoint's config
@@ -312,10 +346,12 @@ double median_of(std::vector<double> v) {
 // --compare, a pruned checkpoint (and with --mask-from, the full model with the same heads
 // masked) measured alternately, against the speed-up its FLOPs predict.
 void bench_decode(const DecodeBenchArgs& a) {
-  const auto info = run::read_checkpoint_info(a.checkpoint);
+  auto info = run::read_checkpoint_info(a.checkpoint);
+  info.config = with_overrides(info.config, a.checkpoint + "/config.yaml", a.sets);
   const Config& c = info.config;
   runtime::apply_threads(c.threads);
-  const auto device = runtime::resolve_device(c.device);
+  // The checkpoint's `device` (or --set device=...); one that cannot be used is an error.
+  const auto device = concrete(runtime::resolve_device(c.device));
   struct Variant {
     std::string name;
     run::CheckpointInfo info;
@@ -368,8 +404,8 @@ void bench_decode(const DecodeBenchArgs& a) {
   std::vector<PrecisionChoice> choices;
   for (const auto& p : precisions)
     choices.push_back(resolve_precision(p, device, "decode.precision"));
-  std::printf("%zu dev sentences, batch %d, %d repeats (alternating)\n", ids.size(),
-              c.decode.batch_size, a.repeats);
+  std::printf("%zu dev sentences, batch %d, %d repeats (alternating), device %s\n", ids.size(),
+              c.decode.batch_size, a.repeats, device.str().c_str());
   for (const auto& ch : choices) {
     std::printf("precision %s: %s; %d intra-op threads\n", ch.name().c_str(), ch.reason.c_str(),
                 runtime::intra_op_threads(c.threads, ch.bf16()));
@@ -403,11 +439,11 @@ void bench_decode(const DecodeBenchArgs& a) {
         const auto& ch = choices[rows[k].precision];
         o.precision = ch.name();
         at::set_num_threads(runtime::intra_op_threads(c.threads, ch.bf16()));
-        const auto t0 = std::chrono::steady_clock::now();
-        const auto out = decode::translate_ids(variants[rows[k].variant].model, ids, o,
-                                               c.decode.batch_size, device);
-        secs[k].push_back(
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+        std::vector<std::vector<int64_t>> out;
+        secs[k].push_back(timed_on(device, [&] {
+          out = decode::translate_ids(variants[rows[k].variant].model, ids, o, c.decode.batch_size,
+                                      device);
+        }));
         if (r == 0) {
           std::vector<std::string> hyps;
           for (const auto& x : out) {
@@ -517,6 +553,9 @@ void add_bench_command(CLI::App& app) {
   auto d = std::make_shared<DecodeBenchArgs>();
   auto* dec = cmd->add_subcommand("decode", "Decoding speed (greedy and beam) on the dev set");
   dec->add_option("--checkpoint", d->checkpoint, "Checkpoint folder")->required();
+  dec->add_option("--set", d->sets,
+                  "Override a config key of the checkpoint (device, decode.*, threads.*)")
+      ->type_name("KEY=VALUE");
   dec->add_option("--sentences", d->sentences, "Dev sentences (0: all)")->capture_default_str();
   dec->add_option("--beams", d->beams, "Beam sizes to measure")->capture_default_str();
   dec->add_option("--compare", d->compare,

@@ -1,4 +1,6 @@
 // headcount launch: N local processes of a headcount command with torchrun's environment.
+#include <torch/cuda.h>
+
 #include <cstdlib>
 
 #include "commands.h"
@@ -44,10 +46,14 @@ void setup_distributed(const Config& config, train::TrainOptions& o, int timeout
   const auto env = dist::environment_from_env();
   if (!env.distributed()) return;
   if (env.rank != 0) log::set_level(log::Level::kWarn);  // rank 0 speaks for the group
-  const auto device = runtime::resolve_device(config.device);
-  log::info("distributed: rank {} of {} ({} environment), rendezvous at {}:{}", env.rank,
-            env.world_size, env.source, env.master_addr, env.master_port);
+  const auto resolved = runtime::resolve_device(config.device);
+  const auto device = dist::process_device(
+      resolved, env, resolved.is_cuda() ? static_cast<int64_t>(torch::cuda::device_count()) : 0);
+  log::info("distributed: rank {} of {} ({} environment) on {} ({}), rendezvous at {}:{}", env.rank,
+            env.world_size, env.source, device.str(), dist::backend_for(device), env.master_addr,
+            env.master_port);
   o.comm = dist::connect(env, device, std::chrono::seconds(timeout_s));
+  o.device = device;
   o.rank = env.rank;
   o.world_size = env.world_size;
 }

@@ -5,8 +5,25 @@
 #include <sys/socket.h>
 #include <torch/version.h>
 #include <unistd.h>
-#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <torch/csrc/distributed/c10d/Types.hpp>
+
+// CMake defines these from what the LibTorch in use offers: Gloo's headers (Debian's LibTorch has
+// them; the official wheels ship none) and NCCL (the official CUDA LibTorch). Without the
+// definitions (an older build folder), the Gloo-only build of before.
+#ifndef HEADCOUNT_WITH_GLOO
+#define HEADCOUNT_WITH_GLOO 1
+#endif
+#ifndef HEADCOUNT_WITH_NCCL
+#define HEADCOUNT_WITH_NCCL 0
+#endif
+#if HEADCOUNT_WITH_GLOO
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#endif
+#if HEADCOUNT_WITH_NCCL
+#include <c10/cuda/CUDAFunctions.h>
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
 
 #include <cstdlib>
 #include <optional>
@@ -37,29 +54,53 @@ int env_int(const char* name, const std::string& value, int min_value) {
   return v;
 }
 
-// Holds the Gloo group by its own type: LibTorch 1.13's ProcessGroupGloo derives from
-// c10d::ProcessGroup, 2.x's from c10d::Backend; both offer the collectives used here.
-class GlooCommunicator : public Communicator {
+std::string first_line(const std::string& s) {
+  return s.substr(0, s.find('\n'));
+}
+
+// Holds a process group by its own type: LibTorch 1.13's ProcessGroupGloo derives from
+// c10d::ProcessGroup, 2.x's groups from c10d::Backend; all offer the collectives used here.
+// NCCL reduces CUDA tensors only: a group with a `staging` device carries other tensors (the
+// trainer's token and loss sums, which live on the CPU) there and back.
+template <typename Group>
+class GroupCommunicator : public Communicator {
  public:
-  GlooCommunicator(c10::intrusive_ptr<c10d::Store> store,
-                   c10::intrusive_ptr<c10d::ProcessGroupGloo> group, int rank, int world)
-      : store_(std::move(store)), group_(std::move(group)), rank_(rank), world_(world) {}
+  GroupCommunicator(c10::intrusive_ptr<c10d::Store> store, c10::intrusive_ptr<Group> group,
+                    int rank, int world, std::optional<torch::Device> staging = std::nullopt)
+      : store_(std::move(store)),
+        group_(std::move(group)),
+        rank_(rank),
+        world_(world),
+        staging_(staging) {}
+  ~GroupCommunicator() override { shut_down(*group_); }
   int rank() const override { return rank_; }
   int world_size() const override { return world_; }
   void allreduce_sum(std::vector<torch::Tensor>& tensors) override {
-    run("all-reduce", [&] { return group_->allreduce(tensors); });
+    // One collective per tensor: each tensor is summed across ranks on its own.
+    for (auto& t : tensors) {
+      std::vector<torch::Tensor> one = {staged(t)};
+      run("all-reduce", [&] { return group_->allreduce(one); });
+      if (!one[0].is_same(t)) t.copy_(one[0]);
+    }
   }
   void broadcast(torch::Tensor& tensor, int root) override {
-    std::vector<torch::Tensor> t = {tensor};
+    std::vector<torch::Tensor> one = {staged(tensor)};
     c10d::BroadcastOptions o;
     o.rootRank = root;
-    run("broadcast", [&] { return group_->broadcast(t, o); });
+    run("broadcast", [&] { return group_->broadcast(one, o); });
+    if (!one[0].is_same(tensor)) tensor.copy_(one[0]);
   }
   void barrier() override {
-    run("barrier", [&] { return group_->barrier(); });
+    c10d::BarrierOptions o;
+    // NCCL's barrier is an all-reduce on a GPU: this process's, not one it would guess.
+    if (staging_) o.device_ids = {staging_->index()};
+    run("barrier", [&] { return group_->barrier(o); });
   }
 
  private:
+  torch::Tensor staged(const torch::Tensor& t) const {
+    return staging_ && t.device() != *staging_ ? t.to(*staging_) : t;
+  }
   template <typename F>
   void run(const char* what, F&& start) {
     try {
@@ -72,13 +113,24 @@ class GlooCommunicator : public Communicator {
           what, rank_, world_, first_line(e.what()));
     }
   }
-  static std::string first_line(const std::string& s) {
-    const size_t nl = s.find('\n');
-    return nl == std::string::npos ? s : s.substr(0, nl);
+  template <typename G>
+  static void shut_down(G& /*group*/) {}
+#if HEADCOUNT_WITH_NCCL && \
+    (TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4))
+  // NCCL's communicators are flushed and destroyed before the group goes (2.4 and later warn
+  // about a group destroyed without it).
+  static void shut_down(c10d::ProcessGroupNCCL& group) {
+    try {
+      group.shutdown();
+    } catch (const std::exception& e) {
+      log::debug("distributed: NCCL shutdown: {}", first_line(e.what()));
+    }
   }
+#endif
   c10::intrusive_ptr<c10d::Store> store_;
-  c10::intrusive_ptr<c10d::ProcessGroupGloo> group_;
+  c10::intrusive_ptr<Group> group_;
   int rank_, world_;
+  std::optional<torch::Device> staging_;
 };
 
 }  // namespace
@@ -115,8 +167,52 @@ Environment environment_from_env() {
   return e;
 }
 
+std::string backend_for(const torch::Device& device) {
+  if (device.is_cuda()) return HEADCOUNT_WITH_NCCL ? "nccl" : "";
+  if (device.is_cpu()) return HEADCOUNT_WITH_GLOO ? "gloo" : "";
+  return "";
+}
+
+torch::Device process_device(const torch::Device& device, const Environment& env,
+                             int64_t cuda_devices) {
+  if (!device.is_cuda() || !env.distributed()) return device;
+  HC_CHECK(!device.has_index(),
+           "device: {} puts every process of a data-parallel run on one GPU; use device: cuda "
+           "(each process takes the GPU of its local rank, cuda:LOCAL_RANK)",
+           device.str());
+  // One visible GPU per process: the launcher chose it (srun --gpus-per-task=1, or
+  // CUDA_VISIBLE_DEVICES per process).
+  if (cuda_devices == 1) return torch::Device(torch::kCUDA, 0);
+  HC_CHECK(env.local_rank < cuda_devices,
+           "local rank {} ({} environment) but this process sees {} CUDA device(s): start at most "
+           "one process per GPU on each machine",
+           env.local_rank, env.source, cuda_devices);
+  return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(env.local_rank));
+}
+
 std::shared_ptr<Communicator> connect(const Environment& e, const torch::Device& device,
                                       std::chrono::seconds timeout) {
+  // Refused before the rendezvous: every rank fails alike and at once, instead of waiting for
+  // peers that fail too.
+  const std::string backend = backend_for(device);
+  if (backend.empty()) {
+    const std::string offers = HEADCOUNT_WITH_NCCL && HEADCOUNT_WITH_GLOO ? "Gloo and NCCL"
+                               : HEADCOUNT_WITH_NCCL                      ? "NCCL (CUDA) only"
+                               : HEADCOUNT_WITH_GLOO                      ? "Gloo (CPU) only"
+                                                                          : "neither Gloo nor NCCL";
+    if (device.is_cuda()) {
+      HC_FAIL(
+          "distributed training on CUDA needs a LibTorch built with NCCL (the official CUDA "
+          "LibTorch); this build offers {}: use device: cpu",
+          offers);
+    }
+    HC_FAIL(
+        "distributed training on {} needs LibTorch's Gloo process group, whose headers this "
+        "LibTorch lacks (the official wheels ship none); this build offers {}{}",
+        device.str(), offers,
+        HEADCOUNT_WITH_NCCL ? ": use device: cuda (one GPU per process)"
+                            : ": build headcount against Debian's libtorch-dev for CPU training");
+  }
   c10d::TCPStoreOptions so;
   so.port = static_cast<std::uint16_t>(e.master_port);
   so.isServer = e.rank == 0;
@@ -134,15 +230,34 @@ std::shared_ptr<Communicator> connect(const Environment& e, const torch::Device&
   } catch (const std::exception& ex) {
     HC_FAIL("distributed rendezvous failed (rank {} of {}, TCPStore at {}:{}, timeout {} s): {}",
             e.rank, e.world_size, e.master_addr, e.master_port, timeout.count(),
-            std::string(ex.what()).substr(0, std::string(ex.what()).find('\n')));
+            first_line(ex.what()));
   }
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(timeout);
+  auto fail_group = [&](const std::exception& ex) {
+    HC_FAIL("distributed: cannot set up the {} group (rank {} of {}): {}", backend, e.rank,
+            e.world_size, first_line(ex.what()));
+  };
+#if HEADCOUNT_WITH_NCCL
   if (device.is_cuda()) {
-    HC_FAIL(
-        "distributed training on CUDA needs LibTorch built with NCCL; this build offers Gloo "
-        "only: use device: cpu, or build headcount against the official CUDA LibTorch");
+    HC_CHECK(device.has_index(), "distributed: NCCL needs this process's GPU, not {}",
+             device.str());
+    // The current device is where NCCL puts its communicator and streams, and where "cuda"
+    // without an index lands: this rank's GPU, not cuda:0 for every rank.
+    c10::cuda::set_device(device.index());
+    auto options = c10d::ProcessGroupNCCL::Options::create();
+    options->timeout = ms;
+    c10::intrusive_ptr<c10d::ProcessGroupNCCL> group;
+    try {
+      group = c10::make_intrusive<c10d::ProcessGroupNCCL>(store, e.rank, e.world_size, options);
+    } catch (const std::exception& ex) {
+      fail_group(ex);
+    }
+    return std::make_shared<GroupCommunicator<c10d::ProcessGroupNCCL>>(store, group, e.rank,
+                                                                       e.world_size, device);
   }
-  auto options = c10d::ProcessGroupGloo::Options::create(
-      std::chrono::duration_cast<std::chrono::milliseconds>(timeout));
+#endif
+#if HEADCOUNT_WITH_GLOO
+  auto options = c10d::ProcessGroupGloo::Options::create(ms);
   const bool loopback = e.master_addr == "127.0.0.1" || e.master_addr == "localhost";
   options->devices.push_back(loopback ? c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1")
                                       : c10d::ProcessGroupGloo::createDefaultDevice());
@@ -151,10 +266,15 @@ std::shared_ptr<Communicator> connect(const Environment& e, const torch::Device&
   try {
     group = c10::make_intrusive<c10d::ProcessGroupGloo>(store, e.rank, e.world_size, options);
   } catch (const std::exception& ex) {
-    HC_FAIL("distributed: cannot set up the Gloo group (rank {} of {}): {}", e.rank, e.world_size,
-            std::string(ex.what()).substr(0, std::string(ex.what()).find('\n')));
+    fail_group(ex);
   }
-  return std::make_shared<GlooCommunicator>(store, group, e.rank, e.world_size);
+  return std::make_shared<GroupCommunicator<c10d::ProcessGroupGloo>>(store, group, e.rank,
+                                                                     e.world_size);
+#else
+  (void)ms;
+  (void)fail_group;
+  HC_FAIL("distributed: no process group for {} in this build", device.str());
+#endif
 }
 
 int64_t allreduce_gradients(Communicator& comm, const std::vector<torch::Tensor>& params,

@@ -1,5 +1,6 @@
 #include "headcount/train/trainer.h"
 
+#include <fmt/ranges.h>
 #include <torch/torch.h>
 #include <unistd.h>
 
@@ -83,7 +84,7 @@ void Trainer::init() {
 }
 
 void Trainer::prepare() {
-  device_ = runtime::resolve_device(config_.device);
+  device_ = options_.device ? *options_.device : runtime::resolve_device(config_.device);
   precision_ = resolve_precision(config_.train.precision, device_, "train.precision");
   // The dev evaluations decode in decode.precision: refuse an impossible one now, not after the
   // first evaluation interval.

@@ -46,6 +46,9 @@ struct TrainOptions {
   // Data-parallel training: gradients are summed across the group before each optimizer step
   // (null: one process).
   std::shared_ptr<dist::Communicator> comm;
+  // This process's device where it is not the config's `device` alone: a data-parallel process on
+  // CUDA trains on its own GPU (dist::process_device). Unset: runtime::resolve_device(device).
+  std::optional<torch::Device> device;
 };
 
 struct TrainSummary {
