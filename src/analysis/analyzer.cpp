@@ -2,6 +2,7 @@
 
 #include "headcount/analysis/relevance.h"
 
+#include <fmt/ranges.h>
 #include <torch/torch.h>
 
 #include <algorithm>
