@@ -84,7 +84,7 @@ Analyzer::Analyzer(const AnalyzeOptions& o) : s_(std::make_unique<State>()) {
   s_->model->eval();
   s_->src_vocab = std::make_unique<data::Vocab>(data::Vocab::load(s_->info.vocab.src_model));
   s_->tgt_vocab = std::make_unique<data::Vocab>(data::Vocab::load(s_->info.vocab.tgt_model));
-  const auto corpus = data::load_corpus(c.data);
+  const auto corpus = data::load_checkpoint_corpus(c.data, overrides_key(o.sets, "data.prepare"));
   data::ParallelText text = o.split == "dev" ? corpus.dev : corpus.test;
   if (o.sentences > 0 && static_cast<size_t>(o.sentences) < text.src.size()) {
     text.src.resize(o.sentences);

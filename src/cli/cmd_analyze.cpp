@@ -2,6 +2,7 @@
 // Clark et al.), head similarity.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <map>
 #include <numeric>
@@ -42,11 +43,13 @@ struct AnalyzeArgs {
 void add_common(CLI::App* cmd, AnalyzeArgs& a) {
   cmd->add_option("--checkpoint", a.options.checkpoint, "Checkpoint folder (full or pruned)")
       ->required()
+      ->check(checkpoint_folder())
       ->check(CLI::ExistingDirectory);
   cmd->add_option("--split", a.options.split, "dev or test of the checkpoint's corpus")
       ->check(CLI::IsMember({"dev", "test"}))
       ->capture_default_str();
   cmd->add_option("--sentences", a.options.sentences, "The first N sentences (0: all)")
+      ->check(integer_in(0, INT32_MAX))
       ->capture_default_str();
   cmd->add_option("--out", a.out, "Folder for the CSV files and plots")->required();
   cmd->add_option("--set", a.options.sets,
@@ -708,14 +711,18 @@ void add_analyze_command(CLI::App& app) {
                           "masking the least important 0-90% (all heads, and per attention type)");
   add_common(i, *imp);
   i->add_flag("--normalize", imp->normalize, "Divide each layer's scores by their L2 norm");
-  i->add_option("--beam", imp->options.beam, "Beam for BLEU (1: greedy)")->capture_default_str();
+  i->add_option("--beam", imp->options.beam, "Beam for BLEU (1: greedy)")
+      ->check(fits_config_key("decode.beam"))
+      ->capture_default_str();
   i->callback([imp] { run_importance(*imp); });
   auto abl = std::make_shared<AnalyzeArgs>();
   auto* b = cmd->add_subcommand("ablate",
                                 "BLEU change when each single head is masked, and the "
                                 "best single head to keep in each layer");
   add_common(b, *abl);
-  b->add_option("--beam", abl->options.beam, "Beam for BLEU (1: greedy)")->capture_default_str();
+  b->add_option("--beam", abl->options.beam, "Beam for BLEU (1: greedy)")
+      ->check(fits_config_key("decode.beam"))
+      ->capture_default_str();
   b->callback([abl] { run_ablate(*abl); });
   auto hd = std::make_shared<AnalyzeArgs>();
   auto* h = cmd->add_subcommand(
@@ -733,11 +740,14 @@ void add_analyze_command(CLI::App& app) {
       ->capture_default_str();
   h->add_option("--margin", hd->margin,
                 "A head is syntactic when its accuracy beats the best fixed offset by this much")
+      ->check(number_in(-1, 1))  // a difference of two accuracies
       ->capture_default_str();
   h->add_option("--min-arcs", hd->min_arcs, "Relations with fewer arcs are not judged")
+      ->check(number_in(0, 1e9))
       ->capture_default_str();
   h->add_option("--exclude-top", hd->options.exclude_top,
                 "Rare-token heads: keys among the N most frequent never count as rare")
+      ->check(integer_in(0, INT32_MAX))
       ->capture_default_str();
   h->callback([hd] { run_heads(*hd); });
   auto cl = std::make_shared<AnalyzeArgs>();
@@ -754,7 +764,7 @@ void add_analyze_command(CLI::App& app) {
       "relevance to the top-1 logit, against confidence, I_h and a prune run's removal order");
   add_common(r, *rl);
   r->add_option("--epsilon", *rl_eps, "The epsilon rule's stabiliser")
-      ->check(CLI::PositiveNumber)
+      ->check(number_in(1e-12, 1e6))
       ->capture_default_str();
   r->add_option("--run", *rl_run,
                 "A prune run started from --checkpoint: correlate with its removal order")
@@ -781,6 +791,7 @@ void add_analyze_command(CLI::App& app) {
       ->check(CLI::ExistingDirectory);
   g->add_option("--margin", *al_margin,
                 "A head aligns when its precision beats the best baseline by this much")
+      ->check(number_in(-1, 1))  // a difference of two precisions
       ->capture_default_str();
   g->callback([al, al_target, al_links, al_run, al_margin] {
     run_align(*al, *al_target, *al_links, *al_run, *al_margin);
@@ -796,7 +807,9 @@ void add_analyze_command(CLI::App& app) {
       ->required()
       ->check(CLI::ExistingDirectory);
   k->add_flag("--normalize", cmp->normalize, "Layer-normalised I_h");
-  k->add_option("--beam", cmp->options.beam, "Beam for BLEU (1: greedy)")->capture_default_str();
+  k->add_option("--beam", cmp->options.beam, "Beam for BLEU (1: greedy)")
+      ->check(fits_config_key("decode.beam"))
+      ->capture_default_str();
   auto finetune = std::make_shared<bool>(false);
   k->add_flag("--finetune", *finetune,
               "Also fine-tune the Michel-pruned model (OUT/michel-pruned) with the prune run's "
@@ -804,7 +817,7 @@ void add_analyze_command(CLI::App& app) {
   auto finetune_threads = std::make_shared<int>(0);
   k->add_option("--finetune-threads", *finetune_threads,
                 "BLAS threads of the fine-tuning (0: the prune run's config)")
-      ->check(CLI::Range(0, 4096))
+      ->check(integer_in(0, 4096))
       ->capture_default_str();
   auto export_michel = std::make_shared<bool>(false);
   k->add_flag("--export-michel", *export_michel,

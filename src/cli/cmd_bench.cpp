@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <map>
 
@@ -391,7 +392,7 @@ void bench_decode(const DecodeBenchArgs& a) {
   }
   for (auto& v : variants) v.model->eval();
   const auto src_vocab = data::Vocab::load(info.vocab.src_model);
-  const auto corpus = data::load_corpus(c.data);
+  const auto corpus = data::load_checkpoint_corpus(c.data, overrides_key(a.sets, "data.prepare"));
   std::vector<std::vector<int>> ids;
   std::vector<int64_t> src_len;
   for (const auto& s : corpus.dev.src) {
@@ -518,11 +519,20 @@ void add_bench_command(CLI::App& app) {
   auto a = std::make_shared<ThreadsArgs>();
   auto* threads = cmd->add_subcommand(
       "threads", "Training-step speed under intra-op x BLAS thread settings (alternated)");
-  threads->add_option("--d-model", a->d_model)->capture_default_str();
-  threads->add_option("--layers", a->layers)->capture_default_str();
-  threads->add_option("--heads", a->heads)->capture_default_str();
-  threads->add_option("--tokens", a->tokens, "Target tokens per step")->capture_default_str();
-  threads->add_option("--repeats", a->repeats)->check(CLI::Range(1, 100))->capture_default_str();
+  // Model sizes take the ranges of the config keys they stand for.
+  threads->add_option("--d-model", a->d_model)
+      ->check(fits_config_key("model.d_model"))
+      ->capture_default_str();
+  threads->add_option("--layers", a->layers)
+      ->check(fits_config_key("model.encoder_layers"))
+      ->capture_default_str();
+  threads->add_option("--heads", a->heads)
+      ->check(fits_config_key("model.heads"))
+      ->capture_default_str();
+  threads->add_option("--tokens", a->tokens, "Target tokens per step")
+      ->check(fits_config_key("train.max_tokens"))
+      ->capture_default_str();
+  threads->add_option("--repeats", a->repeats)->check(integer_in(1, 100))->capture_default_str();
   threads->callback([a] { bench_threads(*a); });
 
   auto t = std::make_shared<TrainBenchArgs>();
@@ -530,15 +540,28 @@ void add_bench_command(CLI::App& app) {
   auto* train = cmd->add_subcommand(
       "train", "Training-step speed of headcount's Transformer: tokens/s, FLOPs, share of peak");
   add_config_args(train, *targs);
-  train->add_option("--d-model", t->d_model)->capture_default_str();
-  train->add_option("--layers", t->layers)->capture_default_str();
-  train->add_option("--heads", t->heads)->capture_default_str();
-  train->add_option("--ffn", t->ffn)->capture_default_str();
-  train->add_option("--vocab", t->vocab)->capture_default_str();
-  train->add_option("--sentences", t->sentences)->capture_default_str();
-  train->add_option("--length", t->length)->capture_default_str();
-  train->add_option("--steps", t->steps)->check(CLI::Range(1, 100000))->capture_default_str();
-  train->add_option("--warmup", t->warmup)->capture_default_str();
+  train->add_option("--d-model", t->d_model)
+      ->check(fits_config_key("model.d_model"))
+      ->capture_default_str();
+  train->add_option("--layers", t->layers)
+      ->check(fits_config_key("model.encoder_layers"))
+      ->capture_default_str();
+  train->add_option("--heads", t->heads)
+      ->check(fits_config_key("model.heads"))
+      ->capture_default_str();
+  train->add_option("--ffn", t->ffn)
+      ->check(fits_config_key("model.ffn_dim"))
+      ->capture_default_str();
+  train->add_option("--vocab", t->vocab)
+      ->check(fits_config_key("vocab.size"))
+      ->capture_default_str();
+  train->add_option("--sentences", t->sentences)
+      ->check(integer_in(1, 100000))
+      ->capture_default_str();
+  // A sentence and its end token within the longest position table (model.max_positions).
+  train->add_option("--length", t->length)->check(integer_in(1, 99999))->capture_default_str();
+  train->add_option("--steps", t->steps)->check(integer_in(1, 100000))->capture_default_str();
+  train->add_option("--warmup", t->warmup)->check(integer_in(0, 100000))->capture_default_str();
   train->add_flag("--json", t->json, "One JSON line");
   train->add_option("--profile", t->profile,
                     "Write LibTorch's profile of one step (Chrome trace JSON) to this file");
@@ -552,15 +575,22 @@ void add_bench_command(CLI::App& app) {
                   "steps, and print their ratio");
   auto d = std::make_shared<DecodeBenchArgs>();
   auto* dec = cmd->add_subcommand("decode", "Decoding speed (greedy and beam) on the dev set");
-  dec->add_option("--checkpoint", d->checkpoint, "Checkpoint folder")->required();
+  dec->add_option("--checkpoint", d->checkpoint, "Checkpoint folder")
+      ->required()
+      ->check(checkpoint_folder());
   dec->add_option("--set", d->sets,
                   "Override a config key of the checkpoint (device, decode.*, threads.*)")
       ->type_name("KEY=VALUE");
-  dec->add_option("--sentences", d->sentences, "Dev sentences (0: all)")->capture_default_str();
-  dec->add_option("--beams", d->beams, "Beam sizes to measure")->capture_default_str();
+  dec->add_option("--sentences", d->sentences, "Dev sentences (0: all)")
+      ->check(integer_in(0, INT32_MAX))
+      ->capture_default_str();
+  dec->add_option("--beams", d->beams, "Beam sizes to measure")
+      ->check(fits_config_key("decode.beam"))
+      ->capture_default_str();
   dec->add_option("--compare", d->compare,
                   "A pruned checkpoint to time against CHECKPOINT (speed-up, and the speed-up "
                   "its FLOPs predict)")
+      ->check(checkpoint_folder())
       ->check(CLI::ExistingDirectory);
   dec->add_option("--mask-from", d->mask_from,
                   "A prune run: also time CHECKPOINT with the heads it removed masked (no "
@@ -571,7 +601,7 @@ void add_bench_command(CLI::App& app) {
                   "decode.precision of the checkpoint's config")
       ->check(CLI::IsMember({"auto", "fp32", "bf16"}));
   dec->add_option("--repeats", d->repeats, "Alternated repetitions")
-      ->check(CLI::Range(1, 100))
+      ->check(integer_in(1, 100))
       ->capture_default_str();
   dec->callback([d] { bench_decode(*d); });
 

@@ -1,9 +1,11 @@
 // headcount bleu: BLEU and chrF exactly as sacreBLEU 2.x computes them.
+#include <cstdint>
 #include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "headcount/common/bounded_read.h"
 #include "headcount/common/check.h"
 #include "headcount/common/io.h"
 #include "headcount/common/text.h"
@@ -62,7 +64,7 @@ eval::ChrfOptions chrf_options(const BleuArgs& a) {
 
 // As sacreBLEU reads its inputs: UTF-8 lines, trailing whitespace stripped. "-" is stdin.
 std::vector<std::string> read_segments(const std::string& path) {
-  auto lines = io::read_lines_or_stdin(path, {.allow_empty_file = true});
+  auto lines = io::read_lines_bounded(path, {.allow_empty_file = true});
   for (auto& l : lines) l = text::rstrip_py_utf8(l);
   return lines;
 }
@@ -275,21 +277,22 @@ void add_bleu_command(CLI::App& app) {
       ->check(CLI::IsMember({"exp", "floor", "add-k", "none"}))
       ->capture_default_str();
   cmd->add_option("--smooth-value", a->smooth_value,
-                  "Value for floor (default 0.1) and add-k (default 1) smoothing");
+                  "Value for floor (default 0.1) and add-k (default 1) smoothing")
+      ->check(number_in(0, 1e6));  // a count or a share added to n-gram matches
   cmd->add_option("--max-ngram-order", a->max_ngram_order, "BLEU's largest n-gram order")
-      ->check(CLI::Range(1, 20))
+      ->check(integer_in(1, 20))
       ->capture_default_str();
   cmd->add_flag("--sentence", a->sentence,
                 "One score per line (BLEU with the effective order, as sacreBLEU's "
                 "sentence-level mode)");
   cmd->add_option("--chrf-char-order", a->chrf_char_order, "chrF character n-gram order")
-      ->check(CLI::Range(1, 20))
+      ->check(integer_in(1, 20))
       ->capture_default_str();
   cmd->add_option("--chrf-word-order", a->chrf_word_order, "chrF word n-gram order (2: chrF++)")
-      ->check(CLI::Range(0, 10))
+      ->check(integer_in(0, 10))
       ->capture_default_str();
   cmd->add_option("--chrf-beta", a->chrf_beta, "chrF recall weight")
-      ->check(CLI::Range(1, 100))
+      ->check(integer_in(1, 100))
       ->capture_default_str();
   cmd->add_flag("--chrf-whitespace", a->chrf_whitespace, "Keep whitespace in character n-grams");
   cmd->add_flag("--chrf-eps-smoothing", a->chrf_eps,
@@ -297,7 +300,7 @@ void add_bleu_command(CLI::App& app) {
   cmd->add_flag("--json", a->json, "Print a JSON object (one per line with --sentence)");
   cmd->add_flag("-b,--score-only", a->score_only, "Print the score alone");
   cmd->add_option("-w,--width", a->width, "Decimals of the printed score")
-      ->check(CLI::Range(0, 15))
+      ->check(integer_in(0, 15))
       ->capture_default_str();
   auto* bs = cmd->add_option("--paired-bs", a->paired_bs,
                              "Paired bootstrap resampling test of the hypothesis against this "
@@ -311,9 +314,10 @@ void add_bleu_command(CLI::App& app) {
   bs->excludes(ar);
   cmd->add_option("--paired-n", a->paired_n,
                   "Resamples (bootstrap) or trials (randomization); 0: 1000 and 10000")
-      ->check(CLI::NonNegativeNumber)
+      ->check(integer_in(0, 10000000))
       ->capture_default_str();
   cmd->add_option("--paired-seed", a->paired_seed, "Seed of the paired test's random numbers")
+      ->check(integer_in(0, INT64_MAX))
       ->capture_default_str();
   cmd->callback([a] { run(*a); });
 }

@@ -44,7 +44,7 @@ void add_data_command(CLI::App& app) {
       ->add_option("--period", *period,
                    "Hold out one chapter in N for dev and one in N for test (30: ~1,000 verses "
                    "each; 60: ~500 each and ~30,000 for training)")
-      ->check(CLI::Range(3, 1000))
+      ->check(integer_in(3, 1000))
       ->capture_default_str();
   bible->callback([out, period] {
     data::BibleOptions o;

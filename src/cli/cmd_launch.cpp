@@ -23,11 +23,13 @@ void add_launch_command(CLI::App& app) {
       "Start N local processes of a headcount command for data-parallel training, with the "
       "environment torchrun sets: headcount launch --nproc 2 -- train CONFIG --out RUN");
   cmd->add_option("--nproc", a->nproc, "Processes")
-      ->check(CLI::Range(1, 1024))
+      ->check(integer_in(1, 1024))
       ->capture_default_str();
   cmd->add_option("--cores", a->cores, "Cores to split between them (0: this machine's)")
+      ->check(integer_in(0, 4096))
       ->capture_default_str();
   cmd->add_option("--grace", a->grace, "Seconds between SIGTERM and SIGKILL when stopping")
+      ->check(number_in(0, 3600))
       ->capture_default_str();
   cmd->callback([a] {
     const std::vector<std::string>& rest = args_after_dash_dash();

@@ -31,6 +31,7 @@ void add_prune_command(CLI::App& app) {
       ->check(CLI::IsMember({"l0", "fisher"}));
   cmd->add_option("--dist-timeout", a->dist_timeout,
                   "Seconds to wait for the other processes (rendezvous, each all-reduce)")
+      ->check(integer_in(1, 7 * 24 * 3600))
       ->capture_default_str();
   cmd->add_option("--out", a->out, "Run folder (the same command resumes it)")->required();
   cmd->callback([a] {
@@ -63,7 +64,9 @@ void add_export_pruned_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("export-pruned",
                                  "Write the physically pruned model of any checkpoint of a prune "
                                  "run (e.g. RUN/checkpoints/step-N)");
-  cmd->add_option("--checkpoint", *checkpoint, "Checkpoint folder of a prune run")->required();
+  cmd->add_option("--checkpoint", *checkpoint, "Checkpoint folder of a prune run")
+      ->required()
+      ->check(checkpoint_folder());
   cmd->add_option("--out", *out, "New checkpoint folder")->required();
   cmd->callback([checkpoint, out] {
     const auto arch = prune::export_pruned(*checkpoint, *out);

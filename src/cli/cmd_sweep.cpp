@@ -1,6 +1,7 @@
 // headcount sweep / report: many runs from one file, and their table and plots.
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 
@@ -41,12 +42,13 @@ void add_sweep_command(CLI::App& app) {
       ->required();
   cmd->add_option("--out", a->out, "Sweep folder: one run folder per point")->required();
   cmd->add_option("--workers", a->workers, "Runs at a time (the cores are split between them)")
-      ->check(CLI::Range(1, 256))
+      ->check(integer_in(1, 256))
       ->capture_default_str();
   cmd->add_option("--cores", a->cores, "Thread budget to split (0: this machine's cores)")
-      ->check(CLI::Range(0, 4096))
+      ->check(integer_in(0, 4096))
       ->capture_default_str();
-  cmd->add_option("--only", a->only, "Run only the point with this index (0-based; Slurm tasks)");
+  cmd->add_option("--only", a->only, "Run only the point with this index (0-based; Slurm tasks)")
+      ->check(integer_in(0, INT32_MAX));
   cmd->add_option("--runs", a->names, "Run only the points with these names (comma-separated)")
       ->delimiter(',');
   cmd->add_flag("--no-retrain", a->no_retrain,
@@ -59,7 +61,7 @@ void add_sweep_command(CLI::App& app) {
   cmd->add_option("--srun-tasks", a->srun_tasks,
                   "Start each run as N data-parallel processes with srun (inside a Slurm job; "
                   "the sweep's sbatch script sets it from slurm.ntasks)")
-      ->check(CLI::Range(0, 4096));
+      ->check(integer_in(0, 4096));
   cmd->add_flag("--submit", a->submit, "With --launcher slurm: also submit it with sbatch");
   cmd->callback([a] {
     const auto spec = sweep::load_sweep(a->file);
@@ -146,7 +148,7 @@ void add_report_command(CLI::App& app) {
                   "Also analyse each finished prune run on N sentences of the first --split "
                   "listed (dev by default): functions of the kept heads, L0 against importance "
                   "pruning (cached in RUN/analysis, RUN/analysis-test for test)")
-      ->check(CLI::Range(0, 1000000));
+      ->check(integer_in(0, 1000000));
   cmd->add_option("--conllu", a->conllu,
                   "With --analysis: dependency parses (CoNLL-U) of the split's source sentences, "
                   "for syntactic heads")

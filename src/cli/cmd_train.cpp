@@ -23,6 +23,7 @@ void add_train_command(CLI::App& app) {
   add_config_args(cmd, a->config);
   cmd->add_option("--dist-timeout", a->dist_timeout,
                   "Seconds to wait for the other processes (rendezvous, each all-reduce)")
+      ->check(integer_in(1, 7 * 24 * 3600))
       ->capture_default_str();
   cmd->add_option("--out", a->out, "Run folder")->required();
   cmd->add_option("--architecture-from", a->architecture_from,

@@ -2,8 +2,10 @@
 #include <chrono>
 #include <cstdio>
 #include <iostream>
+#include <map>
 
 #include "commands.h"
+#include "headcount/common/bounded_read.h"
 #include "headcount/common/check.h"
 #include "headcount/common/io.h"
 #include "headcount/common/log.h"
@@ -19,23 +21,45 @@
 namespace headcount::cli {
 namespace {
 
+// The flags that stand for decode.* keys: applied over the checkpoint's config as --set is, so
+// they take exactly the values the key takes.
+struct DecodeFlag {
+  const char* flag;
+  const char* key;
+  const char* help;
+};
+constexpr DecodeFlag kDecodeFlags[] = {
+    {"--beam", "decode.beam", "Beam size (1: greedy); default decode.beam"},
+    {"--length-penalty", "decode.length_penalty", "GNMT alpha; default decode.length_penalty"},
+    {"--batch-size", "decode.batch_size", "Sentences decoded together; default decode.batch_size"},
+};
+
 struct DecodeArgs {
   std::string checkpoint;
   std::vector<std::string> sets;
-  std::optional<int> beam;
-  std::optional<double> alpha;
-  std::optional<int> batch_size;
+  std::map<std::string, std::string> flag_values;  // flag -> its text, for the flags given
 };
 
 void add_decode_args(CLI::App* cmd, DecodeArgs& a) {
   cmd->add_option("--checkpoint", a.checkpoint, "Checkpoint folder (e.g. RUN/checkpoints/best)")
-      ->required();
-  cmd->add_option("--beam", a.beam, "Beam size (1: greedy); default decode.beam");
-  cmd->add_option("--length-penalty", a.alpha, "GNMT alpha; default decode.length_penalty");
-  cmd->add_option("--batch-size", a.batch_size, "Sentences decoded together");
+      ->required()
+      ->check(checkpoint_folder());
+  for (const auto& f : kDecodeFlags) {
+    cmd->add_option(f.flag, a.flag_values[f.flag], f.help)->check(fits_config_key(f.key));
+  }
   cmd->add_option("--set", a.sets,
                   "Override a config key of the checkpoint (decode.*, threads.*, device)")
       ->type_name("KEY=VALUE");
+}
+
+std::vector<FlagOverride> decode_flags(const DecodeArgs& a) {
+  std::vector<FlagOverride> out;
+  for (const auto& f : kDecodeFlags) {
+    const auto it = a.flag_values.find(f.flag);
+    if (it != a.flag_values.end() && !it->second.empty())
+      out.push_back({f.flag, f.key, it->second});
+  }
+  return out;
 }
 
 struct Loaded {
@@ -51,7 +75,8 @@ struct Loaded {
 Loaded load(const DecodeArgs& a) {
   Loaded l;
   l.info = run::read_checkpoint_info(a.checkpoint);
-  l.info.config = with_overrides(l.info.config, a.checkpoint + "/config.yaml", a.sets);
+  l.info.config =
+      with_overrides(l.info.config, a.checkpoint + "/config.yaml", a.sets, decode_flags(a));
   const Config& c = l.info.config;
   l.device = runtime::resolve_device(c.device);
   l.precision = resolve_precision(c.decode.precision, l.device, "decode.precision");
@@ -62,16 +87,29 @@ Loaded load(const DecodeArgs& a) {
   l.src = std::make_unique<data::Vocab>(data::Vocab::load(l.info.vocab.src_model));
   l.tgt = std::make_unique<data::Vocab>(data::Vocab::load(l.info.vocab.tgt_model));
   l.search = decode::SearchOptions::from(c.decode);
-  if (a.beam) l.search.beam = *a.beam;
-  if (a.alpha) l.search.length_penalty = *a.alpha;
-  l.batch_size = a.batch_size ? *a.batch_size : c.decode.batch_size;
-  HC_CHECK(l.search.beam >= 1, "--beam must be at least 1");
+  l.batch_size = c.decode.batch_size;
   return l;
 }
 
-std::vector<std::string> translate_lines(Loaded& l, const std::vector<std::string>& lines) {
+// Lines of a translate or eval input, each bounded while it is read (io::kMaxSentenceBytes).
+std::vector<std::string> read_sentences(const std::string& path, bool allow_empty) {
+  return io::read_lines_bounded(path, {.allow_empty_file = allow_empty});
+}
+
+// `name` names the input in errors: a sentence longer than the position table is refused here,
+// line by line, before any batch is padded to its length.
+std::vector<std::string> translate_lines(Loaded& l, const std::vector<std::string>& lines,
+                                         const std::string& name) {
+  const int positions = l.model->config().max_positions;
   std::vector<std::vector<int>> ids;
-  for (const auto& s : lines) ids.push_back(l.src->encode(s));
+  for (size_t i = 0; i < lines.size(); ++i) {
+    ids.push_back(l.src->encode(lines[i]));
+    // The source and its end token take one position each.
+    HC_CHECK(ids.back().size() + 1 <= static_cast<size_t>(positions),
+             "{}:{}: {} subwords, but the model holds at most {} (model.max_positions {}, less "
+             "the end token): shorten or split the line",
+             name, i + 1, ids.back().size(), positions - 1, positions);
+  }
   const auto out = decode::translate_ids(l.model, ids, l.search, l.batch_size, l.device);
   std::vector<std::string> text;
   for (const auto& o : out) text.push_back(l.tgt->decode(std::vector<int>(o.begin(), o.end())));
@@ -88,11 +126,13 @@ void add_translate_command(CLI::App& app) {
       "translate", "Translate source sentences (one a line) with a checkpoint, pruned or not");
   add_decode_args(cmd, *a);
   cmd->add_option("-i,--input", *input, "Source file ('-': stdin)")->capture_default_str();
-  cmd->add_option("-o,--output", *output, "Output file ('-': stdout)")->capture_default_str();
+  cmd->add_option("-o,--output", *output, "Output file ('-': stdout)")
+      ->check(output_file())
+      ->capture_default_str();
   cmd->callback([a, input, output] {
     Loaded l = load(*a);
-    const auto lines = io::read_lines_or_stdin(*input, {.allow_empty_file = true});
-    const auto out = translate_lines(l, lines);
+    const auto lines = read_sentences(*input, true);
+    const auto out = translate_lines(l, lines, *input == "-" ? "<stdin>" : *input);
     if (*output == "-") {
       for (const auto& s : out) std::printf("%s\n", s.c_str());
     } else {
@@ -116,20 +156,21 @@ void add_eval_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--src", *src, "Source file instead of a split")->check(CLI::ExistingFile);
   cmd->add_option("--ref", *refs, "Reference file(s) for --src")->check(CLI::ExistingFile);
-  cmd->add_option("--out", *out, "Write the result as JSON here");
-  cmd->add_option("--hyp-out", *hyp_out, "Write the translations here");
+  cmd->add_option("--out", *out, "Write the result as JSON here")->check(output_file());
+  cmd->add_option("--hyp-out", *hyp_out, "Write the translations here")->check(output_file());
   cmd->callback([a, split, src, refs, out, hyp_out] {
     Loaded l = load(*a);
     std::vector<std::string> sources;
     std::vector<std::vector<std::string>> references;
-    std::string what;
+    std::string what, source_name;
     std::vector<std::string> ref_files;  // recorded so that a paired test can find them later
     if (!src->empty()) {
       HC_CHECK(!refs->empty(), "--src needs at least one --ref");
-      sources = io::read_lines(*src);
+      sources = read_sentences(*src, false);
+      source_name = *src;
       ref_files = *refs;
       for (const auto& r : *refs) {
-        references.push_back(io::read_lines(r, {.allow_empty_file = true}));
+        references.push_back(read_sentences(r, true));
         HC_CHECK(references.back().size() == sources.size(),
                  "{} has {} lines but {} has {}: they must be line-aligned", r,
                  references.back().size(), *src, sources.size());
@@ -137,7 +178,8 @@ void add_eval_command(CLI::App& app) {
       what = *src;
     } else {
       const auto& dc = l.info.config.data;
-      const auto corpus = data::load_corpus(dc);
+      const auto corpus = data::load_checkpoint_corpus(dc, overrides_key(a->sets, "data.prepare"));
+      source_name = data_path(dc, *split == "dev" ? dc.dev_src : dc.test_src).string();
       if (*split == "dev") {
         sources = corpus.dev.src;
         references = {corpus.dev.tgt};
@@ -152,7 +194,7 @@ void add_eval_command(CLI::App& app) {
       what = *split;
     }
     const auto t0 = std::chrono::steady_clock::now();
-    const auto hyps = translate_lines(l, sources);
+    const auto hyps = translate_lines(l, sources, source_name);
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (!hyp_out->empty()) io::write_lines_atomic(*hyp_out, hyps);

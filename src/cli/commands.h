@@ -47,6 +47,17 @@ struct ConfigArgs {
 void add_config_args(CLI::App* cmd, ConfigArgs& args, bool positional = true);
 // Resolves the config; with --dump-config prints it to stdout and returns false (nothing runs).
 bool resolve_config(const ConfigArgs& args, Config* config);
+// Checks of command-line values, run by CLI11 before any work; its message names the flag. A
+// flag that stands for a config key takes the key's type and range from the schema table
+// (config_value_problem); other numeric flags state their range here. All refuse NaN and
+// infinities, which CLI11's own Range and PositiveNumber let through.
+CLI::Validator fits_config_key(const std::string& key);
+CLI::Validator integer_in(long long lo, long long hi);
+CLI::Validator number_in(double lo, double hi);
+// --checkpoint: the folder; a file inside one (model.pt) is named as such, with its folder.
+CLI::Validator checkpoint_folder();
+// An output file ("-": stdout) that is not a folder: checked before hours of decoding.
+CLI::Validator output_file();
 // Applies threads.* and checks the BLAS: call before any tensor work.
 void setup_runtime(const Config& config);
 // This headcount binary (sweeps, reports and the launcher start it again).

@@ -1,4 +1,7 @@
+#include <cerrno>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 
 #include "commands.h"
 #include "headcount/common/check.h"
@@ -28,6 +31,62 @@ bool resolve_config(const ConfigArgs& args, Config* config) {
     return false;
   }
   return true;
+}
+
+CLI::Validator fits_config_key(const std::string& key) {
+  return CLI::Validator([key](std::string& value) { return config_value_problem(key, value); },
+                        fmt::format("({})", key));
+}
+
+CLI::Validator integer_in(long long lo, long long hi) {
+  return CLI::Validator(
+      [lo, hi](std::string& value) -> std::string {
+        errno = 0;
+        char* end = nullptr;
+        const long long v = std::strtoll(value.c_str(), &end, 10);
+        if (value.empty() || *end != '\0' || errno == ERANGE || v < lo || v > hi)
+          return fmt::format("expected an integer from {} to {}, got '{}'", lo, hi, value);
+        return "";
+      },
+      fmt::format("INT in [{}, {}]", lo, hi));
+}
+
+CLI::Validator number_in(double lo, double hi) {
+  return CLI::Validator(
+      [lo, hi](std::string& value) -> std::string {
+        char* end = nullptr;
+        const double v = std::strtod(value.c_str(), &end);
+        if (value.empty() || *end != '\0' || !std::isfinite(v) || v < lo || v > hi)
+          return fmt::format("expected a finite number from {} to {}, got '{}'", lo, hi, value);
+        return "";
+      },
+      fmt::format("NUMBER in [{}, {}]", lo, hi));
+}
+
+CLI::Validator checkpoint_folder() {
+  return CLI::Validator(
+      [](std::string& value) -> std::string {
+        std::error_code ec;
+        const std::filesystem::path p(value);
+        if (std::filesystem::is_regular_file(p, ec)) {
+          const auto dir = p.has_parent_path() ? p.parent_path() : std::filesystem::path(".");
+          return fmt::format("{} is a file; a checkpoint is a folder: pass its folder {}", value,
+                             dir.string());
+        }
+        return "";  // a missing folder: the checkpoint reader's own error names it
+      },
+      "DIR");
+}
+
+CLI::Validator output_file() {
+  return CLI::Validator(
+      [](std::string& value) -> std::string {
+        std::error_code ec;
+        if (value != "-" && std::filesystem::is_directory(value, ec))
+          return fmt::format("{} is a folder; expected a file name", value);
+        return "";
+      },
+      "FILE");
 }
 
 std::filesystem::path self_executable() {

@@ -5,6 +5,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <vector>
+
+#include <fmt/ranges.h>
 
 #include "commands.h"
 #include "headcount/common/check.h"
@@ -32,6 +35,31 @@ const CommandSpec kCommands[] = {
     {"bench", add_bench_command},
     // clang-format on
 };
+
+// The command names on the command line, checked before CLI11 parses it: CLI11 answers --help
+// first, so `headcount no-such-command --help` would print the main help and exit 0. Walks down
+// while the command has subcommands; options are skipped (those of headcount, analyze, bench,
+// config and data take no values).
+void check_command_names(const CLI::App& app, int argc, char** argv) {
+  const CLI::App* current = &app;
+  std::string path;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (!arg.empty() && arg[0] == '-') continue;
+    const auto subs = current->get_subcommands([](const CLI::App*) { return true; });
+    if (subs.empty()) return;
+    const CLI::App* found = nullptr;
+    std::vector<std::string> names;
+    for (const CLI::App* sub : subs) {
+      names.push_back(sub->get_name());
+      if (sub->check_name(arg)) found = sub;
+    }
+    HC_CHECK(found, "unknown command '{}{}'; expected one of: {}", path, arg,
+             fmt::join(names, ", "));
+    path += arg + " ";
+    current = found;
+  }
+}
 
 int& exit_status() {
   static int status = 0;
@@ -73,6 +101,7 @@ int main(int argc, char** argv) {
 
   const bool debug = std::getenv("HEADCOUNT_DEBUG") != nullptr;
   try {
+    cli::check_command_names(app, argc, argv);
     runtime::warn_if_slow_blas();
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -13,6 +13,7 @@
 #include <set>
 
 #include "common/yaml_check.h"
+#include "headcount/common/bounded_read.h"
 #include "headcount/common/check.h"
 #include "headcount/common/io.h"
 #include "headcount/common/text.h"
@@ -65,7 +66,10 @@ double convert<double>(const YAML::Node& n) {
   if (!n.IsScalar()) throw ValueError{"expected a number, got " + describe(n)};
   try {
     const double v = n.as<double>();
+    // Every range below is finite, but lists (prune.lambda_steps) have none: no number is NaN
+    // or infinite.
     if (std::isnan(v)) throw ValueError{"expected a number, got " + describe(n) + " (NaN)"};
+    if (std::isinf(v)) throw ValueError{"expected a finite number, got " + describe(n)};
     return v;
   } catch (const YAML::Exception&) {
     throw ValueError{"expected a number, got " + describe(n)};
@@ -577,11 +581,21 @@ YAML::Node parse_yaml(const std::string& text, const std::string& origin) {
   return root;
 }
 
-}  // namespace
+// yaml-cpp shares an aliased node instead of copying it, but every walk over the tree visits it
+// once per alias: nested aliases ("billion laughs") make a few lines into billions of nodes. A
+// walk counts what it visits; a file within kMaxConfigBytes without aliases has fewer nodes
+// than bytes, so only alias expansion can reach the limit.
+constexpr size_t kMaxYamlNodes = io::kMaxConfigBytes;
 
-void check_unique_keys(const YAML::Node& node, const std::string& origin) {
+void check_unique_keys(const YAML::Node& node, const std::string& origin, size_t& visited) {
+  if (++visited > kMaxYamlNodes) {
+    HC_FAIL(
+        "{}: more than {} YAML nodes once aliases are expanded: nested aliases (*name) are "
+        "not a config",
+        location(origin, node), kMaxYamlNodes);
+  }
   if (node.IsSequence()) {
-    for (const auto& item : node) check_unique_keys(item, origin);
+    for (const auto& item : node) check_unique_keys(item, origin, visited);
     return;
   }
   if (!node.IsMap()) return;
@@ -595,8 +609,15 @@ void check_unique_keys(const YAML::Node& node, const std::string& origin) {
                 location(origin, kv.first), name, it->second);
       }
     }
-    check_unique_keys(kv.second, origin);
+    check_unique_keys(kv.second, origin, visited);
   }
+}
+
+}  // namespace
+
+void check_unique_keys(const YAML::Node& node, const std::string& origin) {
+  size_t visited = 0;
+  check_unique_keys(node, origin, visited);
 }
 
 std::vector<ConfigKeyInfo> config_keys() {
@@ -626,7 +647,8 @@ void ConfigLoader::apply_file(const fs::path& path) {
   HC_CHECK(fs::exists(path, ec), "config file {} not found", path.string());
   HC_CHECK(!fs::is_directory(path, ec), "{}: is a folder, expected a YAML config file",
            path.string());
-  apply_yaml_text(io::read_file(path), path.string());
+  apply_yaml_text(io::read_file_bounded(path, io::kMaxConfigBytes, "a YAML config file"),
+                  path.string());
 }
 
 void ConfigLoader::apply_set(const std::string& assignment) {
@@ -660,6 +682,33 @@ void ConfigLoader::apply_set(const std::string& assignment) {
     HC_FAIL("{}: {}: {}", origin, key, e.message);
   }
   origins_[key] = "--set";
+}
+
+void ConfigLoader::apply_flag(const FlagOverride& flag) {
+  const Field* f = find_field(flag.key);
+  HC_CHECK(f, "{}: unknown config key '{}'", flag.flag, flag.key);
+  const std::string problem = config_value_problem(flag.key, flag.value);
+  HC_CHECK(problem.empty(), "{} {}: {}", flag.flag, flag.value, problem);
+  f->set(config_, YAML::Load(flag.value));
+  origins_[flag.key] = flag.flag;
+}
+
+std::string config_value_problem(const std::string& key, const std::string& value) {
+  const Field* f = find_field(key);
+  if (!f) return unknown_key_message(key);
+  YAML::Node node;
+  try {
+    node = YAML::Load(value);
+  } catch (const YAML::Exception& e) {
+    return fmt::format("{}: cannot parse '{}': {}", key, value, e.msg);
+  }
+  Config scratch;
+  try {
+    f->set(scratch, node);
+  } catch (const ValueError& e) {
+    return fmt::format("{}: {}", key, e.message);
+  }
+  return "";
 }
 
 std::string ConfigLoader::origin(const std::string& key) const {
@@ -759,12 +808,22 @@ Config load_config_file(const fs::path& path) {
 }
 
 Config with_overrides(const Config& config, const std::string& origin,
-                      const std::vector<std::string>& sets) {
-  if (sets.empty()) return config;
+                      const std::vector<std::string>& sets,
+                      const std::vector<FlagOverride>& flags) {
+  if (sets.empty() && flags.empty()) return config;
   ConfigLoader loader;
   loader.apply_yaml_text(dump_config(config), origin);
   for (const auto& a : sets) loader.apply_set(a);
+  for (const auto& f : flags) loader.apply_flag(f);
   return loader.finish();
+}
+
+bool overrides_key(const std::vector<std::string>& sets, const std::string& key) {
+  for (const auto& s : sets) {
+    const size_t eq = s.find('=');
+    if (eq != std::string::npos && text::trim(s.substr(0, eq)) == key) return true;
+  }
+  return false;
 }
 
 fs::path data_path(const DataConfig& data, const std::string& name) {

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -10,6 +11,7 @@
 #include <sstream>
 
 #include "headcount/common/check.h"
+#include "headcount/common/run_guard.h"
 #include "headcount/common/text.h"
 
 namespace headcount::io {
@@ -52,6 +54,17 @@ std::vector<std::string> split_lines(const std::string& data, const std::string&
 
 }  // namespace
 
+void require_regular_file(const fs::path& path, const std::string& why) {
+  std::error_code ec;
+  HC_CHECK(fs::exists(path, ec), "{}: file not found", path.string());
+  HC_CHECK(fs::is_regular_file(path, ec),
+           "{}: not a regular file ({}): {}; write it to a file first", path.string(),
+           fs::is_directory(path, ec) ? "a folder"
+           : fs::is_fifo(path, ec)    ? "a pipe, such as <(...)"
+                                      : "a device or socket",
+           why);
+}
+
 std::vector<std::string> read_lines(const fs::path& path, const ReadOptions& options) {
   return split_lines(read_file(path), path.string(), options);
 }
@@ -68,6 +81,8 @@ void write_file_atomic(const fs::path& path, const std::string& content) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   const fs::path tmp = dir / fmt::format(".{}.tmp.{}", path.filename().string(), getpid());
+  // Nothing else removes what a killed writer of this file left, outside a run folder.
+  remove_stale_temporaries(dir, path.filename().string());
   bool written = false;
   errno = 0;
   {
@@ -120,6 +135,110 @@ uint64_t hash_file(const fs::path& path, uint64_t seed) {
 
 std::string hex64(uint64_t v) {
   return fmt::format("{:016x}", v);
+}
+
+namespace {
+
+// XXH64's primes and steps, as in the reference implementation (xxhash.h).
+constexpr uint64_t kP1 = 0x9E3779B185EBCA87ULL;
+constexpr uint64_t kP2 = 0xC2B2AE3D27D4EB4FULL;
+constexpr uint64_t kP3 = 0x165667B19E3779F9ULL;
+constexpr uint64_t kP4 = 0x85EBCA77C2B2AE63ULL;
+constexpr uint64_t kP5 = 0x27D4EB2F165667C5ULL;
+
+inline uint64_t rotl(uint64_t x, int r) {
+  return (x << r) | (x >> (64 - r));
+}
+// Little-endian loads (the format's byte order; x86 and ARM Linux are little-endian).
+inline uint64_t load64(const unsigned char* p) {
+  uint64_t v;
+  std::memcpy(&v, p, 8);
+  return v;
+}
+inline uint32_t load32(const unsigned char* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+inline uint64_t xxh_round(uint64_t acc, uint64_t input) {
+  acc += input * kP2;
+  return rotl(acc, 31) * kP1;
+}
+inline uint64_t xxh_merge(uint64_t h, uint64_t acc) {
+  h ^= xxh_round(0, acc);
+  return h * kP1 + kP4;
+}
+
+}  // namespace
+
+Xxh64::Xxh64(uint64_t seed) : seed_(seed), acc_{seed + kP1 + kP2, seed + kP2, seed, seed - kP1} {}
+
+void Xxh64::update(const void* data, size_t size) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  const unsigned char* const end = p + size;
+  total_ += size;
+  const auto stripe = [this](const unsigned char* s) {
+    for (int i = 0; i < 4; ++i) acc_[i] = xxh_round(acc_[i], load64(s + 8 * i));
+  };
+  if (buffered_ > 0) {
+    const size_t take = std::min(size, sizeof(buffer_) - buffered_);
+    std::memcpy(buffer_ + buffered_, p, take);
+    buffered_ += take;
+    p += take;
+    if (buffered_ < sizeof(buffer_)) return;
+    stripe(buffer_);
+    buffered_ = 0;
+  }
+  for (; end - p >= 32; p += 32) stripe(p);
+  std::memcpy(buffer_, p, static_cast<size_t>(end - p));
+  buffered_ = static_cast<size_t>(end - p);
+}
+
+uint64_t Xxh64::digest() const {
+  uint64_t h;
+  if (total_ >= 32) {
+    h = rotl(acc_[0], 1) + rotl(acc_[1], 7) + rotl(acc_[2], 12) + rotl(acc_[3], 18);
+    for (const uint64_t a : acc_) h = xxh_merge(h, a);
+  } else {
+    h = seed_ + kP5;
+  }
+  h += total_;
+  // The last 0..31 bytes: 8, then 4, then 1 at a time.
+  const unsigned char* p = buffer_;
+  const unsigned char* const end = buffer_ + buffered_;
+  for (; end - p >= 8; p += 8) h = rotl(h ^ xxh_round(0, load64(p)), 27) * kP1 + kP4;
+  if (end - p >= 4) {
+    h = rotl(h ^ (static_cast<uint64_t>(load32(p)) * kP1), 23) * kP2 + kP3;
+    p += 4;
+  }
+  for (; p < end; ++p) h = rotl(h ^ (*p * kP5), 11) * kP1;
+  h ^= h >> 33;
+  h *= kP2;
+  h ^= h >> 29;
+  h *= kP3;
+  h ^= h >> 32;
+  return h;
+}
+
+uint64_t xxh64(const void* data, size_t size, uint64_t seed) {
+  Xxh64 h(seed);
+  h.update(data, size);
+  return h.digest();
+}
+
+uint64_t xxh64_file(const fs::path& path) {
+  std::error_code ec;
+  HC_CHECK(fs::is_regular_file(path, ec), "{}: file not found (expected a file)", path.string());
+  std::ifstream in(path, std::ios::binary);
+  HC_CHECK(in.good(), "{}: cannot open for reading", path.string());
+  Xxh64 h;
+  std::vector<char> buffer(1 << 20);
+  while (in) {
+    in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
+    h.update(buffer.data(), static_cast<size_t>(in.gcount()));
+  }
+  HC_CHECK(in.eof(), "{}: read failed", path.string());
+  return h.digest();
 }
 
 }  // namespace headcount::io

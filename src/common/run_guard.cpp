@@ -140,7 +140,7 @@ void append_line(const fs::path& file, const std::string& line) {
   ::close(fd);
 }
 
-int remove_stale_temporaries(const fs::path& dir) {
+int remove_stale_temporaries(const fs::path& dir, const std::string& only_name) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) return 0;
   int removed = 0;
@@ -154,8 +154,10 @@ int remove_stale_temporaries(const fs::path& dir) {
     const bool temporary = head.size() > 4 && (head.compare(head.size() - 4, 4, ".tmp") == 0 ||
                                                head.compare(head.size() - 4, 4, ".old") == 0);
     if (!temporary || pid_text.empty() ||
-        pid_text.find_first_not_of("0123456789") != std::string::npos)
+        pid_text.find_first_not_of("0123456789") != std::string::npos || pid_text.size() > 9)
       continue;
+    // ".NAME.tmp": the temporary of NAME
+    if (!only_name.empty() && head.compare(1, head.size() - 5, only_name) != 0) continue;
     const pid_t pid = static_cast<pid_t>(std::stol(pid_text));
     if (pid == getpid() || process_alive(pid)) continue;
     std::error_code rm;

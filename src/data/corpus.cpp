@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "headcount/common/bounded_read.h"
 #include "headcount/common/check.h"
 #include "headcount/common/io.h"
 #include "headcount/common/log.h"
@@ -26,8 +27,8 @@ size_t count_tokens(const std::string& line) {
 
 ParallelText read_parallel(const fs::path& src, const fs::path& tgt) {
   ParallelText t;
-  t.src = io::read_lines(src);
-  t.tgt = io::read_lines(tgt);
+  t.src = io::read_lines_bounded(src.string());
+  t.tgt = io::read_lines_bounded(tgt.string());
   HC_CHECK(t.src.size() == t.tgt.size(),
            "{} has {} lines but {} has {}: the two sides must be line-aligned (one sentence per "
            "line)",
@@ -83,15 +84,30 @@ void ensure_corpus(const DataConfig& d) {
   build_bible_corpus(o);
 }
 
+namespace {
+
+// XXH64 of lines each followed by '\n': the file's bytes, from the lines already read.
+std::string hash_lines(const std::vector<std::string>& lines) {
+  io::Xxh64 h;
+  for (const auto& line : lines) {
+    h.update(line.data(), line.size());
+    h.update("\n", 1);
+  }
+  return io::hex64(h.digest());
+}
+
+}  // namespace
+
 Corpus load_corpus(const DataConfig& d) {
   ensure_corpus(d);
   Corpus c;
   c.train = read_parallel(data_path(d, d.train_src), data_path(d, d.train_tgt));
+  c.train_xxh64 = {{"train_src", hash_lines(c.train.src)}, {"train_tgt", hash_lines(c.train.tgt)}};
   c.dev = read_parallel(data_path(d, d.dev_src), data_path(d, d.dev_tgt));
   c.test = read_parallel(data_path(d, d.test_src), data_path(d, d.test_tgt));
   c.test_refs.push_back(c.test.tgt);
   for (const auto& extra : d.test_extra_refs) {
-    auto lines = io::read_lines(data_path(d, extra));
+    auto lines = io::read_lines_bounded(data_path(d, extra).string());
     HC_CHECK(lines.size() == c.test.size(),
              "{} has {} lines but the test set {} has {}: references must be line-aligned",
              data_path(d, extra).string(), lines.size(), data_path(d, d.test_src).string(),
@@ -102,6 +118,19 @@ Corpus load_corpus(const DataConfig& d) {
   HC_CHECK(c.train.size() > 0, "no training pairs left after length filtering ({})",
            c.train_filter.summary());
   return c;
+}
+
+Corpus load_checkpoint_corpus(const DataConfig& d, bool prepare_asked) {
+  if (prepare_asked) return load_corpus(d);
+  std::error_code ec;
+  HC_CHECK(fs::is_directory(d.dir, ec),
+           "data.dir {} (the checkpoint's config) does not exist here: give --set "
+           "data.dir=FOLDER of its corpus (eval: or --src/--ref files), or --set "
+           "data.prepare=bible to build the default corpus there",
+           d.dir);
+  DataConfig existing = d;
+  existing.prepare = "none";  // missing files are an error naming them, not a build
+  return load_corpus(existing);
 }
 
 SideStats side_stats(const std::vector<std::string>& lines) {

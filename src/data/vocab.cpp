@@ -7,6 +7,7 @@
 #include "headcount/common/check.h"
 #include "headcount/common/io.h"
 #include "headcount/common/log.h"
+#include "headcount/common/run_guard.h"
 #include "spm/backend.h"
 
 namespace headcount::data {
@@ -114,6 +115,14 @@ void train_sentencepiece(const std::vector<fs::path>& inputs, const fs::path& mo
 
 VocabFiles train_or_load_vocab(const VocabConfig& c, const fs::path& train_src,
                                const fs::path& train_tgt, int seed, int threads) {
+  // Read more than once (by the corpus loader, hashed here for the cache key, then by
+  // SentencePiece): a pipe would be empty the second time, and SentencePiece would fail on it
+  // with "!sentences_.empty()".
+  for (const auto& f : {train_src, train_tgt}) {
+    io::require_regular_file(f,
+                             "the vocabulary is trained from the training files after they "
+                             "are read, so they must be files that can be read again");
+  }
   // The options that change the model, then the inputs' contents.
   const std::string options = fmt::format(
       "v1|joint={}|size={}|type={}|coverage={}|bytes={}|sentences={}|seed={}", c.joint, c.size,
@@ -126,6 +135,10 @@ VocabFiles train_or_load_vocab(const VocabConfig& c, const fs::path& train_src,
   out.joint = c.joint;
   out.src_model = dir / (c.joint ? "joint.model" : "src.model");
   out.tgt_model = dir / (c.joint ? "joint.model" : "tgt.model");
+  // A training killed on the way left its folder: the cache is headcount's own, clean it.
+  if (const int removed = io::remove_stale_temporaries(c.cache_dir); removed > 0)
+    log::info("vocabulary: removed {} folder(s) left in {} by a killed process", removed,
+              c.cache_dir);
   std::error_code ec;
   if (fs::exists(dir / "options.json", ec)) {
     out.from_cache = true;

@@ -194,7 +194,7 @@ void L0Pruning::load(const fs::path& dir) {
            dir.string());
   model::load_weights(*gates_, run::load_weights_file(dir / "gates.pt"),
                       (dir / "gates.pt").string());
-  const auto j = nlohmann::json::parse(io::read_file(dir / "prune_state.json"));
+  const auto j = nlohmann::json::parse(run::read_checkpoint_file(dir, "prune_state.json"));
   lambda1_ = j.at("lambda1").get<double>();
   lambda2_ = j.at("lambda2").get<double>();
 }

@@ -21,6 +21,7 @@
 #include <set>
 
 #include "common/yaml_check.h"
+#include "headcount/common/bounded_read.h"
 #include "headcount/common/check.h"
 #include "headcount/common/io.h"
 #include "headcount/common/log.h"
@@ -245,7 +246,7 @@ SweepSpec load_sweep(const fs::path& file) {
            file.string());
   YAML::Node root;
   try {
-    root = YAML::Load(io::read_file(file));
+    root = YAML::Load(io::read_file_bounded(file, io::kMaxConfigBytes, "a sweep file (YAML)"));
   } catch (const YAML::ParserException& e) {
     HC_FAIL("{}:{}: not valid YAML: {}", file.string(), e.mark.line + 1, e.msg);
   }
@@ -261,12 +262,12 @@ SweepSpec load_sweep(const fs::path& file) {
               fmt::join(kTopLevel, ", "));
     }
   }
-  if (root["command"]) {
-    spec.command = root["command"].Scalar();
-    HC_CHECK(spec.command == "train" || spec.command == "prune",
-             "{}: command: expected train or prune, got '{}'", where(file, root["command"]),
-             spec.command);
-  }
+  // Required: a default would run prune on a file meant for training, or the reverse.
+  HC_CHECK(root["command"], "{}: 'command' is required: train or prune", file.string());
+  spec.command = root["command"].Scalar();
+  HC_CHECK(spec.command == "train" || spec.command == "prune",
+           "{}: command: expected train or prune, got '{}'", where(file, root["command"]),
+           spec.command);
   HC_CHECK(root["configs"], "{}: 'configs' is required: the base config file(s) of every run",
            file.string());
   spec.configs = string_list(root["configs"], file, "configs");

@@ -171,14 +171,87 @@ void Trainer::log_metrics(const nlohmann::json& record) {
 
 void Trainer::save(const fs::path& dir) {
   if (options_.rank != 0) return;
-  run::save_checkpoint(dir, model_, optimizer_.get(), state_, config_, vocab_files_,
-                       [this](const fs::path& tmp) {
-                         if (extension_) extension_->save(tmp);
-                       });
+  run::save_checkpoint(
+      dir, model_, optimizer_.get(), state_, config_, vocab_files_,
+      [this](const fs::path& tmp) {
+        if (extension_) extension_->save(tmp);
+      },
+      corpus_.train_xxh64);
+}
+
+void Trainer::check_same_inputs(const run::CheckpointInfo& info) const {
+  const fs::path meta = info.dir / "meta.json";
+  if (info.corpus_xxh64.empty())
+    log::debug(
+        "{}: records no training-corpus hashes (written before checkpoints recorded them): not "
+        "checked",
+        meta.string());
+  for (const auto& [key, recorded] : info.corpus_xxh64) {
+    const auto now = corpus_.train_xxh64.find(key);
+    if (now == corpus_.train_xxh64.end()) continue;
+    const fs::path file = data_path(
+        config_.data, key == "train_tgt" ? config_.data.train_tgt : config_.data.train_src);
+    HC_CHECK(now->second == recorded,
+             "{}: the training corpus differs from the one this run started with (XXH64 {} now, "
+             "{} recorded in {}): the resumed run would train these weights on other data, with "
+             "another vocabulary. Restore the file as it was, or start a new run with another "
+             "--out (--init-from {} fine-tunes these weights on the new data, with their own "
+             "vocabulary)",
+             file.string(), now->second, recorded, meta.string(), info.dir.string());
+  }
+  for (const auto& [name, recorded] : info.vocab_fnv1a) {
+    const fs::path ours = name == "tgt.model" ? vocab_files_.tgt_model : vocab_files_.src_model;
+    const std::string now = io::hex64(io::hash_file(ours));
+    if (now == recorded) continue;
+    const fs::path cache = ours.parent_path();
+    const std::string what_to_do =
+        options_.init_from
+            ? fmt::format(
+                  "the checkpoint {} the run started from has another vocabulary now: "
+                  "restore it",
+                  options_.init_from->string())
+        : vocab_files_.from_cache
+            ? fmt::format(
+                  "the cache entry was replaced: remove {} to have it trained again from "
+                  "the same corpus and options (the same bytes), or copy {} there",
+                  cache.string(), (info.dir / "vocab" / name).string())
+            : "a new vocabulary was trained: the training files or the vocab.* options differ "
+              "from the run's; restore them, or start a new run with another --out";
+    HC_FAIL(
+        "{}: not the vocabulary the checkpoint {} was trained with (FNV-1a {} now, {} recorded "
+        "in {}): the weights' token ids would mean other words. {}",
+        ours.string(), info.dir.string(), now, recorded, meta.string(), what_to_do);
+  }
+}
+
+void Trainer::check_step_checkpoints() const {
+  const run::RunFolder f = folder();
+  for (const int64_t n : f.checkpoint_steps()) {
+    HC_CHECK(n <= state_.step,
+             "{}: a checkpoint of step {}, later than the step of {} ({}): a damaged or edited "
+             "run folder; restore {} from a copy",
+             f.step_checkpoint(n).string(), n, (f.last() / "state.json").string(), state_.step,
+             f.last().string());
+  }
+}
+
+void Trainer::check_best_checkpoint() const {
+  const run::RunFolder f = folder();
+  const fs::path last_state = f.last() / "state.json";
+  std::error_code ec;
+  if (fs::exists(f.best(), ec)) {
+    const auto best = run::read_checkpoint_info(f.best());
+    HC_CHECK(best.state.step == state_.best_step,
+             "{}: 'step' is {}, but {} records the best evaluation at step {}: a damaged or "
+             "edited checkpoint; restore it from a copy (or remove {} to resume without it)",
+             (f.best() / "state.json").string(), best.state.step, last_state.string(),
+             state_.best_step, f.best().string());
+  }
 }
 
 void Trainer::resume_from(const fs::path& dir) {
   const auto info = run::read_checkpoint_info(dir);
+  check_same_inputs(info);
   HC_CHECK(info.architecture == model_->architecture(),
            "{}: the checkpoint's architecture ({}) differs from the run's ({})", dir.string(),
            info.architecture.summary(), model_->architecture().summary());
@@ -461,7 +534,9 @@ void Trainer::start_or_resume() {
     // Was `last` written by an evaluation? Its eval event is logged before the save.
     const bool evaluated =
         options_.rank == 0 && run::eval_record(f.metrics(), state_.step).has_value();
+    if (options_.rank == 0) check_step_checkpoints();
     sync_checkpoint_set(evaluated);
+    if (options_.rank == 0) check_best_checkpoint();
   } else if (options_.rank == 0) {
     for (const auto& log_name : event_logs())
       io::write_file_atomic(options_.run_dir / log_name, "");

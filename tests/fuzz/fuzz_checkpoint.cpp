@@ -4,6 +4,8 @@
 // of a real (tiny) checkpoint trained when the fuzzer starts.
 #include <fstream>
 
+#include <nlohmann/json.hpp>
+
 #include "fuzz_util.h"
 #include "headcount/run/checkpoint.h"
 #include "tiny_corpus.h"
@@ -19,6 +21,11 @@ const char* const kFiles[] = {"meta.json", "state.json", "architecture.json", "c
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   static headcount::testing::TempDir dir;
   g_seed = headcount::train_tiny_model(dir, 2);
+  // Without its files' hashes (as an older checkpoint), so that a changed file reaches
+  // the parsers instead of stopping at the hash check (tests/test_integrity.cpp covers that).
+  auto meta = nlohmann::json::parse(headcount::io::read_file(g_seed / "meta.json"));
+  meta.erase("files_xxh64");
+  headcount::io::write_file_atomic(g_seed / "meta.json", meta.dump(2) + "\n");
   // scripts/fuzz.sh: the seed inputs are the real files, each behind its selector byte.
   if (const char* seeds = std::getenv("HEADCOUNT_FUZZ_SEEDS")) {
     for (int i = 0; i < 5; ++i) {

@@ -188,6 +188,19 @@ struct ConfigKeyInfo {
 };
 std::vector<ConfigKeyInfo> config_keys();
 
+// A command-line flag that stands for a config key (translate's --beam for decode.beam). It is
+// applied as `--set key=value` is, through the same schema entry, and its errors name the flag.
+struct FlagOverride {
+  std::string flag;   // "--beam"
+  std::string key;    // "decode.beam"
+  std::string value;  // the text given on the command line
+};
+
+// Why `value` (YAML text, as --set takes it) does not fit config key `key` (its type, range,
+// finite numbers), or "" when it fits. Command-line flags check their values with this (a CLI11
+// validator), so a flag accepts exactly what its config key accepts.
+std::string config_value_problem(const std::string& key, const std::string& value);
+
 // Builds a Config from defaults, files and overrides, remembering where each key was set.
 class ConfigLoader {
  public:
@@ -195,6 +208,7 @@ class ConfigLoader {
   void apply_file(const fs::path& path);
   // "a.b=value"; the value is parsed as YAML (so lists work: data.test_extra_refs=[a, b]).
   void apply_set(const std::string& assignment);
+  void apply_flag(const FlagOverride& flag);
   void apply_yaml_text(const std::string& yaml_text, const std::string& origin);
   // Validates relations between keys and returns the result.
   Config finish() const;
@@ -218,9 +232,14 @@ void save_config(const Config& config, const fs::path& path);
 // Loads a config written by save_config (a run folder's config.yaml).
 Config load_config_file(const fs::path& path);
 // `config` (read from `origin`, for messages) with "KEY=VALUE" overrides applied and validated,
-// as --set does: a checkpoint's config under eval's or an analysis's overrides.
+// as --set does, then flags that stand for keys (they win over --set): a checkpoint's config under
+// eval's or an analysis's overrides.
 Config with_overrides(const Config& config, const std::string& origin,
-                      const std::vector<std::string>& sets);
+                      const std::vector<std::string>& sets,
+                      const std::vector<FlagOverride>& flags = {});
+
+// Whether "KEY=VALUE" overrides (--set) give `key`.
+bool overrides_key(const std::vector<std::string>& sets, const std::string& key);
 
 // Paths of the data files, resolved against data.dir.
 fs::path data_path(const DataConfig& data, const std::string& name);

@@ -22,9 +22,13 @@ std::string read_file(const fs::path& path);
 // read_lines, with "-" meaning standard input (same checks, named "<stdin>").
 std::vector<std::string> read_lines_or_stdin(const std::string& path,
                                              const ReadOptions& options = {});
+// Refuses what is not a regular file (a pipe such as <(head ...), a device, a folder), naming it
+// and `why` it must be a file: for an input that is read more than once.
+void require_regular_file(const fs::path& path, const std::string& why);
 
 // Writes `content` to `path` through a temporary file in the same folder and a rename, so a
 // reader never sees a half-written file and an interrupted write leaves the old file intact.
+// Temporaries of `path` that a killed process left (.NAME.tmp.PID, PID gone) are removed first.
 void write_file_atomic(const fs::path& path, const std::string& content);
 void write_lines_atomic(const fs::path& path, const std::vector<std::string>& lines);
 
@@ -32,5 +36,25 @@ void write_lines_atomic(const fs::path& path, const std::vector<std::string>& li
 uint64_t fnv1a(const void* data, size_t size, uint64_t seed = 0xcbf29ce484222325ULL);
 uint64_t hash_file(const fs::path& path, uint64_t seed = 0xcbf29ce484222325ULL);
 std::string hex64(uint64_t v);
+
+// XXH64 (Yann Collet's xxHash, 64-bit; the value `xxhsum -H1` prints), for content checks of large
+// files: about 5 GB/s against FNV-1a's 0.6 GB/s here (10 ms against 90 ms for a 52 MB model.pt).
+// Detects damage, not tampering. Fed in pieces of any size, it gives the one-shot value.
+class Xxh64 {
+ public:
+  explicit Xxh64(uint64_t seed = 0);
+  void update(const void* data, size_t size);
+  uint64_t digest() const;
+
+ private:
+  uint64_t seed_;
+  uint64_t acc_[4];
+  uint64_t total_ = 0;
+  unsigned char buffer_[32];  // a stripe not yet complete
+  size_t buffered_ = 0;
+};
+uint64_t xxh64(const void* data, size_t size, uint64_t seed = 0);
+// XXH64 of a file's content, read in pieces.
+uint64_t xxh64_file(const fs::path& path);
 
 }  // namespace headcount::io

@@ -47,7 +47,9 @@ void append_line(const fs::path& file, const std::string& line);
 
 // Removes the `.NAME.tmp.PID` and `.NAME.old.PID` entries that `dir` holds (not recursively)
 // whose process is gone: what a process killed while writing leaves behind. Returns how many.
-int remove_stale_temporaries(const fs::path& dir);
+// With `only_name`, only the temporaries of that one file or folder: in a folder headcount does
+// not own (the user's, where an --out lands), nothing but what headcount itself would write there.
+int remove_stale_temporaries(const fs::path& dir, const std::string& only_name = "");
 
 // A named moment in a sequence of writes. When the environment variable HEADCOUNT_CRASH_AT is
 // "NAME" or "NAME#K", the process kills itself with SIGKILL at the first (or K-th) time it passes

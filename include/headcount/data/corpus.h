@@ -2,6 +2,7 @@
 #pragma once
 
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -40,12 +41,22 @@ struct Corpus {
   // All test references: test_tgt first, then data.test_extra_refs.
   std::vector<std::vector<std::string>> test_refs;
   FilterReport train_filter;
+  // XXH64 of the training files' lines as read, each followed by '\n' ("train_src",
+  // "train_tgt"; the file's bytes when it ends in a newline and has no '\r'), before length
+  // filtering: what a run records at its start and checks on resume. Taken from the lines
+  // loaded, so a pipe is not read again.
+  std::map<std::string, std::string> train_xxh64;
 };
 
 // Builds the default corpus into data.dir first when data.prepare is "bible" and a file is
 // missing.
 void ensure_corpus(const DataConfig& data);
 Corpus load_corpus(const DataConfig& data);
+// The corpus a checkpoint's config names (eval, analyses, bench decode). Its data.dir is a folder
+// of the machine and the day it was trained, so a missing corpus is an error naming data.dir,
+// never a reason to build the Bible corpus there: only when `prepare_asked` (the user gave
+// --set data.prepare=...) does data.prepare apply.
+Corpus load_checkpoint_corpus(const DataConfig& data, bool prepare_asked);
 
 struct SideStats {
   size_t lines = 0;

@@ -3,7 +3,7 @@
 // runs execute as child processes of the same executable (a failing run cannot take the others
 // down), N at a time with the thread budget split between them, or as a Slurm array job.
 //
-//   command: prune                       # train | prune
+//   command: prune                       # train | prune (required)
 //   configs: [configs/bible.yaml, configs/bible-base.yaml, configs/bible-prune.yaml]
 //   set: {train.max_steps: 4000}         # fixed overrides for every run
 //   grid:                                # every combination, in this order

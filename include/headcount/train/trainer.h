@@ -135,6 +135,15 @@ class Trainer {
   std::vector<std::string> event_logs() const;
   void save(const fs::path& dir);
   void resume_from(const fs::path& dir);
+  // On resume: the training files and the vocabulary are the ones the checkpoint recorded (a
+  // replaced vocabulary cache or an edited corpus would give the old weights other token ids or
+  // other data); errors name both hashes and what to do.
+  void check_same_inputs(const run::CheckpointInfo& info) const;
+  // On resume, before sync_checkpoint_set (which would copy and delete by them): no step-N is
+  // later than `last`.
+  void check_step_checkpoints() const;
+  // On resume, after sync_checkpoint_set: `best` holds the best step `last` records.
+  void check_best_checkpoint() const;
   // Makes `best` and `step-N` agree with `last` (written first by every save): after a save of an
   // evaluation, and on resume, where a kill between the writes left them behind.
   void sync_checkpoint_set(bool evaluated);
