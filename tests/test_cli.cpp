@@ -22,24 +22,10 @@ namespace {
 
 using testing::TempDir;
 
-struct Result {
-  int code = -1;
-  std::string out, err;
-};
+using Result = testing::CommandResult;
 
 Result run_env(const std::string& env, const std::string& args) {
-  TempDir dir;
-  const std::string cmd =
-      fmt::format("{} {} {} 2>{}", env, HEADCOUNT_BINARY, args, (dir / "err").string());
-  FILE* p = popen(cmd.c_str(), "r");
-  Result r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  const int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  r.err = io::read_file(dir / "err");
-  return r;
+  return testing::run_headcount(env, args);
 }
 
 Result run(const std::string& args) {

@@ -290,16 +290,11 @@ TEST(Cuda, GreedyAndBeamSearchGiveTheCpuTranslations) {
 // tiny_run_config(dir, 64) trained `steps` steps on the CPU in fp32 into dir/run: its last
 // checkpoint.
 std::filesystem::path train_on_cpu(const testing::TempDir& dir, int steps) {
-  Config c = tiny_run_config(dir, 64);
-  c.device = "cpu";
-  c.train.precision = "fp32";
-  c.decode.precision = "fp32";
-  c.train.max_steps = steps;
-  c.train.eval_every = steps;
-  train::TrainOptions o;
-  o.run_dir = dir / "run";
-  train::train_command(c, o);
-  return dir / "run" / "checkpoints" / "last";
+  return train_tiny_model(dir, steps, [](Config& c) {
+    c.device = "cpu";
+    c.train.precision = "fp32";
+    c.decode.precision = "fp32";
+  });
 }
 
 TEST(Cuda, EvaluationMatchesTheCpu) {
@@ -350,24 +345,9 @@ TEST(Cuda, ShortRunsTrainEvaluateAndSaveInFp32AndTheDefaultPrecision) {
   }
 }
 
-struct Output {
-  int code = -1;
-  std::string out, err;
-};
-
 // `headcount ARGS` with stdout and stderr apart.
-Output headcount(const std::string& args) {
-  testing::TempDir dir;
-  FILE* p =
-      popen(fmt::format("{} {} 2>{}", HEADCOUNT_BINARY, args, (dir / "err").string()).c_str(), "r");
-  Output r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  const int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  r.err = io::read_file(dir / "err");
-  return r;
+testing::CommandResult headcount(const std::string& args) {
+  return testing::run_headcount("", args);
 }
 
 // bench train measures the GPU it is given, and the peak of the precision on that GPU.

@@ -152,7 +152,8 @@ TEST(Integrity, EachDamagedFileOfACheckpointIsAnErrorNamingIt) {
     const std::string msg = error_of([&] { load_everything(ckpt); });
     EXPECT_TRUE(contains(msg, (ckpt / name).string())) << name << ": " << msg;
     if (name.rfind("vocab/", 0) == 0) {
-      // The vocabulary's own check (its FNV-1a, recorded since session 8) finds it first.
+      // The vocabulary's own check (its FNV-1a, recorded in meta.json since 2026-11-23) finds it
+      // first.
       EXPECT_TRUE(contains(msg, "differs from the vocabulary")) << msg;
     } else {
       EXPECT_TRUE(contains(msg, "damaged")) << name << ": " << msg;

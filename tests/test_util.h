@@ -1,12 +1,18 @@
 // Shared helpers for the test suite.
 #pragma once
 
+#include <fmt/format.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
 #include <string>
 
 #include "headcount/common/check.h"
+#include "headcount/common/io.h"
 
 namespace headcount::testing {
 
@@ -57,5 +63,28 @@ class TempDir {
  private:
   fs::path path_;
 };
+
+#ifdef HEADCOUNT_BINARY
+// The headcount binary run with `args` (after `env`, e.g. "env -u X" or "A=1"): its exit status
+// (128 + signal when killed) and its stdout and stderr apart.
+struct CommandResult {
+  int code = -1;
+  std::string out, err;
+};
+inline CommandResult run_headcount(const std::string& env, const std::string& args) {
+  TempDir dir;
+  const std::string cmd =
+      fmt::format("{} {} {} 2>{}", env, HEADCOUNT_BINARY, args, (dir / "err").string());
+  FILE* p = popen(cmd.c_str(), "r");
+  CommandResult r;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  const int status = pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.err = io::read_file(dir / "err");
+  return r;
+}
+#endif  // HEADCOUNT_BINARY: the test binary's, not the fuzz targets'
 
 }  // namespace headcount::testing

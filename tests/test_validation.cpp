@@ -20,23 +20,11 @@ namespace {
 
 using testing::TempDir;
 
-struct Outcome {
-  int code = -1;
-  std::string err;
-};
-
 // Runs `headcount ARGS` with stdin from /dev/null unless ARGS redirects it; `timeout` turns a
 // hang into a failed row instead of a stuck test.
-Outcome run_headcount(const std::string& args) {
-  TempDir dir;
+testing::CommandResult run_with_timeout(const std::string& args) {
   const bool own_stdin = args.find(" < ") != std::string::npos;
-  const std::string cmd = fmt::format("timeout 120 {} {} {} >/dev/null 2>{}", HEADCOUNT_BINARY,
-                                      args, own_stdin ? "" : "</dev/null", (dir / "err").string());
-  const int status = std::system(cmd.c_str());
-  Outcome o;
-  o.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  o.err = io::read_file(dir / "err");
-  return o;
+  return testing::run_headcount("timeout 120", own_stdin ? args : args + " </dev/null");
 }
 
 struct Row {
@@ -47,7 +35,7 @@ struct Row {
 // Every row fails with an error (not a crash, not a hang: 124 is timeout's status) naming `want`.
 void expect_errors(const std::vector<Row>& rows) {
   for (const auto& row : rows) {
-    const Outcome o = run_headcount(row.args);
+    const auto o = run_with_timeout(row.args);
     EXPECT_NE(o.code, 0) << row.args;
     EXPECT_NE(o.code, 124) << row.args << ": timed out";
     EXPECT_LT(o.code, 128) << row.args << ": killed by a signal";
@@ -170,7 +158,7 @@ TEST(BoundedInput, LongLinesHugeFilesAndAliasBombsAreRefusedWhileReading) {
   TempDir dir;
   const std::string ckpt = tiny_checkpoint(dir).string();
   const fs::path big = dir / "big.txt";
-  write_with_long_line(big, (size_t{1} << 20) + 1);  // one byte over io::kMaxSentenceBytes
+  write_with_long_line(big, (size_t{1} << 20) + 1);  // one byte over io::kMaxLineBytes
   std::ofstream(dir / "ref.txt") << "a\nb\nc\nd\n";
   // Short enough to read, too many subwords for the model's 1024 positions.
   std::string many;

@@ -2,6 +2,7 @@
 // whole training and pruning runs in seconds.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -87,11 +88,14 @@ inline Config tiny_run_config(const testing::TempDir& dir, int train_pairs) {
   return c;
 }
 
-// Trains tiny_run_config(dir, 64) for `steps` steps into dir/run and returns its last checkpoint.
-inline std::filesystem::path train_tiny_model(const testing::TempDir& dir, int steps) {
+// Trains tiny_run_config(dir, 64) for `steps` steps into dir/run and returns its last checkpoint;
+// `adjust` may change the config first (device, precision).
+inline std::filesystem::path train_tiny_model(const testing::TempDir& dir, int steps,
+                                              const std::function<void(Config&)>& adjust = {}) {
   Config c = tiny_run_config(dir, 64);
   c.train.max_steps = steps;
   c.train.eval_every = steps;
+  if (adjust) adjust(c);
   train::TrainOptions o;
   o.run_dir = dir / "run";
   train::train_command(c, o);

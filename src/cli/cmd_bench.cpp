@@ -172,6 +172,95 @@ double matmul_peak_gflops(bool bf16 = false, const torch::Device& device = torch
   return 2.0 * static_cast<double>(n) * n * n / best / 1e9;
 }
 
+// The bench's Transformer at its shapes, with the dropouts of PyTorch's nn.Transformer (the peer):
+// sublayer, attention and activation.
+model::Transformer bench_model(const TrainBenchArgs& a, const torch::Device& device) {
+  ModelConfig mc;
+  mc.d_model = a.d_model;
+  mc.ffn_dim = a.ffn;
+  mc.encoder_layers = mc.decoder_layers = a.layers;
+  mc.heads = a.heads;
+  mc.dropout = 0.1;
+  mc.attention_dropout = 0.1;
+  mc.activation_dropout = 0.1;
+  model::Transformer m(mc, model::Architecture::uniform(mc), a.vocab, a.vocab);
+  m->to(device);
+  m->train();
+  return m;
+}
+
+// Page faults so far: first touching a page costs ~12 us on some virtual machines, more than the
+// arithmetic on it (see runtime::keep_freed_memory).
+double minor_faults() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_minflt);
+}
+
+// Plain against gated steps, timed alternately.
+void print_gated_summary(std::vector<double> times, std::vector<double> gated_times, int steps) {
+  std::sort(times.begin(), times.end());
+  std::sort(gated_times.begin(), gated_times.end());
+  const double plain = times[times.size() / 2], gated_median = gated_times[gated_times.size() / 2];
+  std::printf(
+      "plain step: median %.3f s; gated step: median %.3f s (min %.3f, max %.3f); gated / "
+      "plain = %.3f (%d alternating pairs)\n",
+      plain, gated_median, gated_times.front(), gated_times.back(), gated_median / plain, steps);
+}
+
+// The timed steps' median against the FLOPs and the matmul peak measured now on the device, as
+// one JSON line or as text.
+void report_train_bench(const TrainBenchArgs& a, const torch::Device& device,
+                        const PrecisionChoice& precision, std::vector<double> times,
+                        double faults_per_step) {
+  std::sort(times.begin(), times.end());
+  const double median = times[times.size() / 2];
+  const double tokens = static_cast<double>(a.sentences) * a.length;
+  const double flops = train_step_flops(a);
+  const double peak = matmul_peak_gflops(precision.bf16(), device);
+  const double achieved = flops / median / 1e9;
+  const int64_t peak_n = peak_matmul_size(device);
+  // fp32 products on CUDA run in TF32 where the global setting allows it (LibTorch's default:
+  // not), which changes the peak they reach.
+  const bool tf32 = device.is_cuda() && !precision.bf16() && at::globalContext().allowTF32CuBLAS();
+  if (a.json) {
+    nlohmann::ordered_json j = {{"impl", "headcount"},
+                                {"device", device.str()},
+                                {"precision", precision.name()},
+                                {"tokens_per_step", tokens},
+                                {"step_seconds_median", median},
+                                {"step_seconds_min", times.front()},
+                                {"step_seconds_max", times.back()},
+                                {"target_tokens_per_s", tokens / median},
+                                {"gflop_per_step", flops / 1e9},
+                                {"achieved_gflops", achieved},
+                                {"matmul_peak_gflops", peak},
+                                {"matmul_peak_size", peak_n},
+                                {"fraction_of_peak", achieved / peak},
+                                {"intra_op_threads", at::get_num_threads()},
+                                {"page_faults_per_step", faults_per_step}};
+    if (device.is_cuda()) j["tf32"] = tf32;
+    std::printf("%s\n", j.dump().c_str());
+    return;
+  }
+  std::printf(
+      "headcount Transformer d=%d ffn=%d %d+%d layers %d heads vocab %d, %d x %d target tokens\n",
+      a.d_model, a.ffn, a.layers, a.layers, a.heads, a.vocab, a.sentences, a.length);
+  std::printf("device: %s\n", device.str().c_str());
+  std::printf("precision: %s (%s)%s; %d LibTorch threads\n", precision.name().c_str(),
+              precision.reason.c_str(), tf32 ? ", TF32 products" : "", at::get_num_threads());
+  std::printf("step time: median %.3f s (min %.3f, max %.3f) over %d steps\n", median,
+              times.front(), times.back(), a.steps);
+  std::printf("target tokens/s: %.0f\n", tokens / median);
+  std::printf("page faults per step: %.0f%s\n", faults_per_step,
+              a.gated ? " (plain and gated steps together)" : "");
+  std::printf(
+      "FLOPs per step: %.1f GFLOP -> %.1f GFLOP/s; %s matmul peak measured now on %s (%lld^3): "
+      "%.1f GFLOP/s; fraction of peak: %.0f%%\n",
+      flops / 1e9, achieved, precision.name().c_str(), device.str().c_str(),
+      static_cast<long long>(peak_n), peak, 100.0 * achieved / peak);
+}
+
 void bench_train(const TrainBenchArgs& a, const Config& config) {
   // The device the trainer would take (`device`; auto: CUDA when LibTorch sees a GPU). One that
   // cannot be used is resolve_device's error, never a silent fallback to the CPU.
@@ -180,18 +269,7 @@ void bench_train(const TrainBenchArgs& a, const Config& config) {
       a.precision.empty() ? config.train.precision : a.precision, device, "train.precision");
   runtime::apply_threads(config.threads, precision.bf16());
   torch::manual_seed(1);
-  ModelConfig mc;
-  mc.d_model = a.d_model;
-  mc.ffn_dim = a.ffn;
-  mc.encoder_layers = mc.decoder_layers = a.layers;
-  mc.heads = a.heads;
-  // The dropouts of PyTorch's nn.Transformer (the peer): sublayer, attention and activation.
-  mc.dropout = 0.1;
-  mc.attention_dropout = 0.1;
-  mc.activation_dropout = 0.1;
-  model::Transformer m(mc, model::Architecture::uniform(mc), a.vocab, a.vocab);
-  m->to(device);
-  m->train();
+  model::Transformer m = bench_model(a, device);
   torch::optim::Adam adam(m->parameters(),
                           torch::optim::AdamOptions(1e-4).betas({0.9, 0.98}).eps(1e-9));
   // Drawn on the CPU, so that every device trains on the same batch.
@@ -254,77 +332,14 @@ void bench_train(const TrainBenchArgs& a, const Config& config) {
   }
   std::vector<double> times, gated_times;
   auto timed = [&](auto&& f) { return timed_on(device, f); };
-  // Page faults of the timed steps: first touching a page costs ~12 us on some virtual machines,
-  // more than the arithmetic on it (see runtime::keep_freed_memory).
-  auto minor_faults = [] {
-    rusage u{};
-    getrusage(RUSAGE_SELF, &u);
-    return static_cast<double>(u.ru_minflt);
-  };
   const double faults_before = minor_faults();
   for (int i = 0; i < a.steps; ++i) {
     times.push_back(timed(step));
     if (a.gated) gated_times.push_back(timed(gated_step));
   }
   const double faults_per_step = (minor_faults() - faults_before) / a.steps;
-  if (a.gated) {
-    std::sort(gated_times.begin(), gated_times.end());
-    auto sorted = times;
-    std::sort(sorted.begin(), sorted.end());
-    const double plain = sorted[sorted.size() / 2],
-                 gated_median = gated_times[gated_times.size() / 2];
-    std::printf(
-        "plain step: median %.3f s; gated step: median %.3f s (min %.3f, max %.3f); gated / "
-        "plain = %.3f (%d alternating pairs)\n",
-        plain, gated_median, gated_times.front(), gated_times.back(), gated_median / plain,
-        a.steps);
-  }
-  std::sort(times.begin(), times.end());
-  const double median = times[times.size() / 2];
-  const double tokens = static_cast<double>(a.sentences) * a.length;
-  const double flops = train_step_flops(a);
-  const double peak = matmul_peak_gflops(precision.bf16(), device);
-  const double achieved = flops / median / 1e9;
-  const int64_t peak_n = peak_matmul_size(device);
-  // fp32 products on CUDA run in TF32 where the global setting allows it (LibTorch's default:
-  // not), which changes the peak they reach.
-  const bool tf32 = device.is_cuda() && !precision.bf16() && at::globalContext().allowTF32CuBLAS();
-  if (a.json) {
-    nlohmann::ordered_json j = {{"impl", "headcount"},
-                                {"device", device.str()},
-                                {"precision", precision.name()},
-                                {"tokens_per_step", tokens},
-                                {"step_seconds_median", median},
-                                {"step_seconds_min", times.front()},
-                                {"step_seconds_max", times.back()},
-                                {"target_tokens_per_s", tokens / median},
-                                {"gflop_per_step", flops / 1e9},
-                                {"achieved_gflops", achieved},
-                                {"matmul_peak_gflops", peak},
-                                {"matmul_peak_size", peak_n},
-                                {"fraction_of_peak", achieved / peak},
-                                {"intra_op_threads", at::get_num_threads()},
-                                {"page_faults_per_step", faults_per_step}};
-    if (device.is_cuda()) j["tf32"] = tf32;
-    std::printf("%s\n", j.dump().c_str());
-    return;
-  }
-  std::printf(
-      "headcount Transformer d=%d ffn=%d %d+%d layers %d heads vocab %d, %d x %d target tokens\n",
-      a.d_model, a.ffn, a.layers, a.layers, a.heads, a.vocab, a.sentences, a.length);
-  std::printf("device: %s\n", device.str().c_str());
-  std::printf("precision: %s (%s)%s; %d LibTorch threads\n", precision.name().c_str(),
-              precision.reason.c_str(), tf32 ? ", TF32 products" : "", at::get_num_threads());
-  std::printf("step time: median %.3f s (min %.3f, max %.3f) over %d steps\n", median,
-              times.front(), times.back(), a.steps);
-  std::printf("target tokens/s: %.0f\n", tokens / median);
-  std::printf("page faults per step: %.0f%s\n", faults_per_step,
-              a.gated ? " (plain and gated steps together)" : "");
-  std::printf(
-      "FLOPs per step: %.1f GFLOP -> %.1f GFLOP/s; %s matmul peak measured now on %s (%lld^3): "
-      "%.1f GFLOP/s; fraction of peak: %.0f%%\n",
-      flops / 1e9, achieved, precision.name().c_str(), device.str().c_str(),
-      static_cast<long long>(peak_n), peak, 100.0 * achieved / peak);
+  if (a.gated) print_gated_summary(times, gated_times, a.steps);
+  report_train_bench(a, device, precision, times, faults_per_step);
 }
 
 struct DecodeBenchArgs {

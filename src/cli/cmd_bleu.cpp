@@ -5,7 +5,6 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
-#include "headcount/common/bounded_read.h"
 #include "headcount/common/check.h"
 #include "headcount/common/io.h"
 #include "headcount/common/text.h"
@@ -64,7 +63,7 @@ eval::ChrfOptions chrf_options(const BleuArgs& a) {
 
 // As sacreBLEU reads its inputs: UTF-8 lines, trailing whitespace stripped. "-" is stdin.
 std::vector<std::string> read_segments(const std::string& path) {
-  auto lines = io::read_lines_bounded(path, {.allow_empty_file = true});
+  auto lines = io::read_lines_or_stdin(path, {.allow_empty_file = true});
   for (auto& l : lines) l = text::rstrip_py_utf8(l);
   return lines;
 }

@@ -5,7 +5,6 @@
 #include <map>
 
 #include "commands.h"
-#include "headcount/common/bounded_read.h"
 #include "headcount/common/check.h"
 #include "headcount/common/io.h"
 #include "headcount/common/log.h"
@@ -91,11 +90,6 @@ Loaded load(const DecodeArgs& a) {
   return l;
 }
 
-// Lines of a translate or eval input, each bounded while it is read (io::kMaxSentenceBytes).
-std::vector<std::string> read_sentences(const std::string& path, bool allow_empty) {
-  return io::read_lines_bounded(path, {.allow_empty_file = allow_empty});
-}
-
 // `name` names the input in errors: a sentence longer than the position table is refused here,
 // line by line, before any batch is padded to its length.
 std::vector<std::string> translate_lines(Loaded& l, const std::vector<std::string>& lines,
@@ -131,7 +125,7 @@ void add_translate_command(CLI::App& app) {
       ->capture_default_str();
   cmd->callback([a, input, output] {
     Loaded l = load(*a);
-    const auto lines = read_sentences(*input, true);
+    const auto lines = io::read_lines_or_stdin(*input, {.allow_empty_file = true});
     const auto out = translate_lines(l, lines, *input == "-" ? "<stdin>" : *input);
     if (*output == "-") {
       for (const auto& s : out) std::printf("%s\n", s.c_str());
@@ -166,11 +160,11 @@ void add_eval_command(CLI::App& app) {
     std::vector<std::string> ref_files;  // recorded so that a paired test can find them later
     if (!src->empty()) {
       HC_CHECK(!refs->empty(), "--src needs at least one --ref");
-      sources = read_sentences(*src, false);
+      sources = io::read_lines_or_stdin(*src);
       source_name = *src;
       ref_files = *refs;
       for (const auto& r : *refs) {
-        references.push_back(read_sentences(r, true));
+        references.push_back(io::read_lines_or_stdin(r, {.allow_empty_file = true}));
         HC_CHECK(references.back().size() == sources.size(),
                  "{} has {} lines but {} has {}: they must be line-aligned", r,
                  references.back().size(), *src, sources.size());

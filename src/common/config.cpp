@@ -13,7 +13,6 @@
 #include <set>
 
 #include "common/yaml_check.h"
-#include "headcount/common/bounded_read.h"
 #include "headcount/common/check.h"
 #include "headcount/common/io.h"
 #include "headcount/common/text.h"

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-#include "headcount/common/bounded_read.h"
 #include "headcount/common/check.h"
 #include "headcount/common/io.h"
 #include "headcount/common/log.h"
@@ -27,8 +26,8 @@ size_t count_tokens(const std::string& line) {
 
 ParallelText read_parallel(const fs::path& src, const fs::path& tgt) {
   ParallelText t;
-  t.src = io::read_lines_bounded(src.string());
-  t.tgt = io::read_lines_bounded(tgt.string());
+  t.src = io::read_lines(src);
+  t.tgt = io::read_lines(tgt);
   HC_CHECK(t.src.size() == t.tgt.size(),
            "{} has {} lines but {} has {}: the two sides must be line-aligned (one sentence per "
            "line)",
@@ -107,7 +106,7 @@ Corpus load_corpus(const DataConfig& d) {
   c.test = read_parallel(data_path(d, d.test_src), data_path(d, d.test_tgt));
   c.test_refs.push_back(c.test.tgt);
   for (const auto& extra : d.test_extra_refs) {
-    auto lines = io::read_lines_bounded(data_path(d, extra).string());
+    auto lines = io::read_lines(data_path(d, extra));
     HC_CHECK(lines.size() == c.test.size(),
              "{} has {} lines but the test set {} has {}: references must be line-aligned",
              data_path(d, extra).string(), lines.size(), data_path(d, d.test_src).string(),

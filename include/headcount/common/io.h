@@ -10,18 +10,31 @@ namespace headcount::io {
 
 namespace fs = std::filesystem;
 
+// The longest line read as text (sentences, records, links): a sentence of the longest
+// model.max_positions (100000 subwords) fits; a 1 MiB line is data without line breaks.
+inline constexpr size_t kMaxLineBytes = size_t{1} << 20;
+// The largest config or sweep file: hand-written YAML is a few KiB.
+inline constexpr size_t kMaxConfigBytes = size_t{1} << 20;
+
 struct ReadOptions {
   bool allow_empty_file = false;  // an empty (or missing-content) file is an error by default
   bool strip_cr = true;           // drop a trailing '\r' (files written on Windows)
+  size_t max_line_bytes = kMaxLineBytes;
 };
 
-// Reads a text file as lines (without '\n'). Errors name the file and the line: a missing or
-// unreadable file, an empty file (unless allowed), invalid UTF-8, a NUL byte.
+// Reads a text file as lines (without '\n'), one bounded chunk at a time, so that neither a huge
+// line nor a stream without line breaks (/dev/zero) is ever held whole. Errors name the file and
+// the line: a missing or unreadable file, an empty file (unless allowed), invalid UTF-8, a NUL
+// byte, a line longer than max_line_bytes (found as soon as it is read past). A pipe is read once.
 std::vector<std::string> read_lines(const fs::path& path, const ReadOptions& options = {});
 std::string read_file(const fs::path& path);
 // read_lines, with "-" meaning standard input (same checks, named "<stdin>").
 std::vector<std::string> read_lines_or_stdin(const std::string& path,
                                              const ReadOptions& options = {});
+// The whole file, or an error naming it when it is larger than `max_bytes` (a device such as
+// /dev/zero included: it is read up to the limit, never further). `what` names the expected
+// content in the messages ("a YAML config file").
+std::string read_file_bounded(const fs::path& path, size_t max_bytes, const std::string& what);
 // Refuses what is not a regular file (a pipe such as <(head ...), a device, a folder), naming it
 // and `why` it must be a file: for an input that is read more than once.
 void require_regular_file(const fs::path& path, const std::string& why);
