@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # A fixed-seed tiny `train` run and four `prune` runs (lambda, target head count, Fisher, the other
-# config choices) whose records must not change under a refactoring:
+# config choices), with eval, translate, analyze heads/align/relevance and the report over the
+# committed reference records, whose outputs must not change under a refactoring:
 # prints one sha256 per file (weights of every checkpoint, metrics.jsonl and gates.jsonl without
 # their wall-clock fields, head_removal.csv, pruning.json without timings). Run it with the
 # binary before and after and diff the two outputs:
@@ -32,7 +33,7 @@ common=(--set threads.intra_op=1 --set train.log_every=10 --set train.precision=
   --set train.max_steps=60 --set train.eval_every=20 --set train.eval_max_sentences=20 \
   --out "$out/prune-target" >"$out/prune-target.log" 2>&1
 # Fisher post-training pruning to 12 heads (no training: masks, refit, the same run-folder files);
-# the one-pass refit, the default until session 17 (whose sequential_stream is tested in the suite).
+# the one-pass refit (the earlier default; sequential_stream, the default now, is tested in the suite).
 "$bin" prune configs/tiny.yaml configs/quickstart-prune.yaml "${common[@]}" --method fisher \
   --set prune.init_from="$out/train/checkpoints/last" --set prune.target_heads=12 \
   --set prune.reconstruct_mode=one_pass \
@@ -46,6 +47,27 @@ common=(--set threads.intra_op=1 --set train.log_every=10 --set train.precision=
   --set prune.noise=example --set train.lr_schedule=cosine --set train.best_metric=loss \
   --set train.max_steps=60 --set train.eval_every=20 --set train.eval_max_sentences=20 \
   --out "$out/prune-choices" >"$out/prune-choices.log" 2>&1
+
+# The readers of checkpoints and run folders: eval and translate (the translate-and-score path),
+# the analyses (heads, align, relevance: their statistics and the prune run's kept heads), and
+# the report over the committed reference records (their recorded evaluations, no decoding).
+ro=(--set threads.intra_op=1 --set decode.precision=fp32)
+head -n 30 data/bible/dev.es >"$out/src.txt"
+head -n 30 data/bible/dev.en >"$out/ref.txt"
+mkdir -p "$out/eval"
+"$bin" eval --checkpoint "$out/train/checkpoints/last" "${ro[@]}" --src "$out/src.txt" \
+  --ref "$out/ref.txt" --out "$out/eval/eval.json" --hyp-out "$out/eval/hyp.txt" >"$out/eval.log" 2>&1
+"$bin" translate --checkpoint "$out/prune/pruned" "${ro[@]}" -i "$out/src.txt" \
+  -o "$out/eval/translate.txt" >>"$out/eval.log" 2>&1
+for a in heads align relevance; do
+  extra=()
+  if [ "$a" != heads ]; then extra=(--run "$out/prune"); fi
+  "$bin" analyze "$a" --checkpoint "$out/train/checkpoints/last" "${ro[@]}" --sentences 30 \
+    "${extra[@]}" --out "$out/analyze-$a" >"$out/analyze-$a.log" 2>&1
+done
+cp -r experiments/voita-table-cpu/records "$out/report"
+"$bin" report "$out/report" --sweep experiments/voita-table-cpu/sweep.yaml --no-plots \
+  >"$out/report.log" 2>&1
 
 # Wall-clock fields differ between any two runs; everything else must not.
 strip_times() {
@@ -77,6 +99,10 @@ for f in $(find train prune prune-target prune-fisher prune-choices -name model.
   echo "$(sha256sum <"$f" | cut -c1-16)  $f"
 done
 for f in $(find train prune prune-target prune-fisher prune-choices -maxdepth 1 -name '*.jsonl' -o -maxdepth 1 -name pruning.json \
-  -o -maxdepth 1 -name summary.json | sort); do
+  -o -maxdepth 1 -name summary.json | sort) $(find eval analyze-* -name '*.json' | sort); do
   echo "$(strip_times "$f" | sha256sum | cut -c1-16)  $f (times stripped)"
+done
+for f in $(find eval analyze-* -name '*.txt' -o -name '*.csv' -o -name '*.md' | sort) \
+  report/results.csv report/results.md; do
+  echo "$(sed "s|$out_abs|OUT|g" "$f" | sha256sum | cut -c1-16)  $f"
 done

@@ -224,6 +224,13 @@ TEST(ResumeVocabulary, AReplacedCacheOrAnEditedCorpusIsRefusedOnResume) {
          io::write_lines_atomic(dir / "train.en", lines);
        },
        {"train.en: the training corpus differs", "XXH64", "--init-from"}},
+      {"a line of the dev target file edited (the dev set decides `best`)",
+       [](const TempDir& dir, const Config&) {
+         auto lines = io::read_lines(dir / "dev.en");
+         lines[0] += " and more";
+         io::write_lines_atomic(dir / "dev.en", lines);
+       },
+       {"dev.en: the dev set differs", "XXH64", "early stopping"}},
   };
   for (const auto& row : rows) {
     SCOPED_TRACE(row.what);
@@ -346,6 +353,11 @@ TEST(StateCheck, AFinishedRunWithAnImpossibleStateIsNotTrainedAgain) {
          fs::rename(run / "checkpoints" / "step-2", run / "checkpoints" / "step-9");
        },
        "step-9: a checkpoint of step 9, later than"},
+      {"an epoch position past the epoch's batches",
+       [&](const fs::path& run) {
+         edit_state(run / "checkpoints" / "last", [](auto& s) { s["batch_in_epoch"] = 1000000; });
+       },
+       "last/state.json: 'batch_in_epoch' is 1000000, but an epoch of this run has"},
   };
   for (const auto& row : rows) {
     SCOPED_TRACE(row.what);
@@ -364,6 +376,37 @@ TEST(StateCheck, AFinishedRunWithAnImpossibleStateIsNotTrainedAgain) {
     const std::string msg = error_of([&] { train::train_command(c, o); });
     EXPECT_TRUE(contains(msg, row.expected)) << msg;
     EXPECT_EQ(io::read_file(dir / "run" / "checkpoints" / "best" / "model.pt"), best);
+  }
+}
+
+TEST(StateCheck, AResumeUnderAnotherBestMetricIsRefused) {
+  // best_score is BLEU or minus the loss: a resume under the other metric would compare the two.
+  TempDir dir;
+  Config c = tiny_run_config(dir, 64);
+  c.train.max_steps = 2;
+  c.train.eval_every = 2;
+  train::TrainOptions o;
+  o.run_dir = dir / "run";
+  train::train_command(c, o);
+  c.train.max_steps = 4;
+  c.train.best_metric =
+      c.train.best_metric == BestMetric::kBleu ? BestMetric::kLoss : BestMetric::kBleu;
+  const std::string msg = error_of([&] { train::train_command(c, o); });
+  EXPECT_TRUE(contains(msg, "train.best_metric")) << msg;
+  EXPECT_TRUE(contains(msg, "holds a run with another config")) << msg;
+}
+
+TEST(Integrity, AnArchitectureTakenFromACheckpointIsCheckedAgainstItsHash) {
+  TempDir dir;
+  const fs::path ckpt = copy_of_checkpoint(dir / "ckpt");
+  EXPECT_EQ(run::read_architecture(ckpt), run::read_checkpoint_info(ckpt).architecture);
+  // Valid JSON, another architecture: only the recorded hash tells.
+  auto arch = read_json(ckpt / "architecture.json");
+  arch["enc_self"][0] = 1;
+  io::write_file_atomic(ckpt / "architecture.json", arch.dump());
+  for (const fs::path& p : {ckpt, ckpt / "architecture.json"}) {
+    const std::string msg = error_of([&] { run::read_architecture(p); });
+    EXPECT_TRUE(contains(msg, (ckpt / "architecture.json").string() + ": damaged")) << msg;
   }
 }
 
@@ -449,7 +492,7 @@ TEST(Leftovers, AnInputThatIsNotARegularFileIsReadOnceOrRefused) {
   }
   // The corpus loader reads a pipe once, and hashes what it read: the same hash as the file's.
   const std::string content = io::read_file(dir / "train.es");
-  const auto from_file = data::load_corpus(c.data).train_xxh64;
+  const auto from_file = data::load_corpus(c.data).input_xxh64;
   EXPECT_EQ(from_file.at("train_src"), io::hex64(io::xxh64(content.data(), content.size())));
   const pid_t writer = fork();
   if (writer == 0) {
@@ -458,7 +501,7 @@ TEST(Leftovers, AnInputThatIsNotARegularFileIsReadOnceOrRefused) {
   }
   Config piped = c;
   piped.data.train_src = (dir / "pipe.es").string();
-  const auto from_pipe = data::load_corpus(piped.data).train_xxh64;
+  const auto from_pipe = data::load_corpus(piped.data).input_xxh64;
   waitpid(writer, nullptr, 0);
   EXPECT_EQ(from_pipe.at("train_src"), from_file.at("train_src"));
 }

@@ -100,6 +100,10 @@ TEST(FlagValidation, EveryNumericFlagRefusesOutOfRangeNanAndInfinity) {
       {"bench train --heads 0", "--heads: model.heads"},
       {"bench train --ffn 0", "--ffn: model.ffn_dim"},
       {"bench train --vocab 3", "--vocab: vocab.size"},
+      // Shapes together, as the config checks model.d_model against model.heads.
+      {"bench threads --d-model 100 --heads 8", "--d-model (100) is not divisible by --heads (8)"},
+      {"bench train --d-model 100 --heads 8 --steps 1",
+       "--d-model (100) is not divisible by --heads (8)"},
       {"bench decode --checkpoint " + d + " --beams 1 0", "--beams: decode.beam"},
       {"bench decode --checkpoint " + d + " --beams 0", "--beams: decode.beam"},
       // Config keys from --set: NaN and infinities, in lists too.
@@ -209,6 +213,12 @@ TEST(BoundedInput, LongLinesHugeFilesAndAliasBombsAreRefusedWhileReading) {
       {"sweep " + d + "/laughs-sweep.yaml --out " + d + "/s",
        "YAML nodes once aliases are expanded"},
       {"sweep /dev/zero --out " + d + "/s", "/dev/zero: larger than 1048576 bytes"},
+      {"analyze heads --checkpoint " + ckpt + " --out " + d + "/h --conllu " + big.string(),
+       big.string() + ":3: line longer than 1048576 bytes"},
+      {"analyze heads --checkpoint " + ckpt + " --out " + d + "/h --conllu /dev/zero",
+       "/dev/zero:1: line longer than 1048576 bytes"},
+      {"train " + d + "/stats.yaml --out " + d + "/t --architecture-from /dev/zero",
+       "/dev/zero: no architecture found"},
   };
   expect_errors(rows);
 }
@@ -240,6 +250,11 @@ TEST(Surprises, UnknownCommandsFilesForFoldersMissingDataAndMissingSweepCommand)
       {"analyze heads --checkpoint " + model + " --out " + d + "/a", "pass its folder " + c},
       {"bench decode --checkpoint " + model, "pass its folder " + c},
       {"export-pruned --checkpoint " + model + " --out " + d + "/e", "pass its folder " + c},
+      // A checkpoint given as a flag whose value is not checked by the CLI: the reader's message.
+      {"train " + d + "/base.yaml --out " + d + "/t --init-from " + model,
+       model + " is a file; a checkpoint is a folder"},
+      {"prune " + d + "/base.yaml --out " + d + "/p --set prune.init_from=" + model,
+       model + " is a file; a checkpoint is a folder"},
       {"translate --checkpoint " + c + " -i " + d + "/in.txt -o " + d, d + " is a folder"},
       {"eval --checkpoint " + c + " --out " + d, d + " is a folder; expected a file name"},
       {"eval --checkpoint " + c + " --hyp-out " + d, d + " is a folder; expected a file name"},

@@ -3,9 +3,9 @@
 #include <torch/torch.h>
 
 #include <charconv>
-#include <fstream>
 
 #include "headcount/common/check.h"
+#include "headcount/common/io.h"
 #include "headcount/common/text.h"
 
 namespace headcount::analysis {
@@ -36,11 +36,10 @@ std::string bare(std::string_view s) {
 }  // namespace
 
 std::vector<DepSentence> read_conllu(const fs::path& path) {
-  std::ifstream in(path);
-  HC_CHECK(in.good(), "{}: cannot open the CoNLL-U file", path.string());
+  // Bounded, checked reading (line length, UTF-8, NUL bytes; a pipe read once); '\r' stripped.
+  const auto lines = io::read_lines(path, {.allow_empty_file = false});
   std::vector<DepSentence> out;
   DepSentence cur;
-  std::string line;
   size_t n = 0;
   auto finish = [&](size_t at) {
     if (cur.words.empty()) return;
@@ -52,9 +51,8 @@ std::vector<DepSentence> read_conllu(const fs::path& path) {
     out.push_back(std::move(cur));
     cur = DepSentence();
   };
-  while (std::getline(in, line)) {
+  for (const auto& line : lines) {
     ++n;
-    if (!line.empty() && line.back() == '\r') line.pop_back();
     if (line.empty()) {
       finish(n);
       continue;

@@ -51,7 +51,16 @@ void set_blas_threads(int n) {
 // `bench train` (d=256, 6+6 layers, 2048 target tokens), under each thread setting; settings
 // alternate within every repeat so that machine noise hits them alike. Prints target tokens/s,
 // median and spread.
+// The bench flags' model shape, checked as the config checks model.d_model and model.heads.
+void check_shape(int d_model, int heads) {
+  HC_CHECK(d_model % heads == 0,
+           "--d-model ({}) is not divisible by --heads ({}): every head takes d_model / heads "
+           "dimensions",
+           d_model, heads);
+}
+
 void bench_threads(const ThreadsArgs& a) {
+  check_shape(a.d_model, a.heads);
   torch::manual_seed(1);
   const int64_t vocab = 8000, seq = 32, batch = std::max(1, a.tokens / 32);
   auto model = torch::nn::Transformer(torch::nn::TransformerOptions(a.d_model, a.heads)
@@ -262,6 +271,7 @@ void report_train_bench(const TrainBenchArgs& a, const torch::Device& device,
 }
 
 void bench_train(const TrainBenchArgs& a, const Config& config) {
+  check_shape(a.d_model, a.heads);
   // The device the trainer would take (`device`; auto: CUDA when LibTorch sees a GPU). One that
   // cannot be used is resolve_device's error, never a silent fallback to the CPU.
   const torch::Device device = concrete(runtime::resolve_device(config.device));

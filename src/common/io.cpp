@@ -22,6 +22,9 @@ std::string read_file(const fs::path& path) {
   std::error_code ec;
   HC_CHECK(fs::exists(path, ec), "{}: file not found", path.string());
   HC_CHECK(!fs::is_directory(path, ec), "{}: is a directory, expected a file", path.string());
+  // A regular file has a size; a pipe or a device (/dev/zero) may never end: read it once, with a
+  // bound, so that the error names it instead of exhausting memory.
+  if (!fs::is_regular_file(path, ec)) return read_file_bounded(path, kMaxStreamBytes, "a file");
   std::ifstream in(path, std::ios::binary);
   HC_CHECK(in.good(), "{}: cannot open for reading", path.string());
   std::ostringstream ss;

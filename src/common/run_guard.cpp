@@ -30,7 +30,10 @@ std::optional<std::pair<pid_t, std::string>> read_holder(const fs::path& file) {
   long pid = 0;
   std::string what;
   if (!(in >> pid) || pid <= 0) return std::nullopt;
-  std::getline(in, what);
+  // The rest of the line, at most 256 bytes (it is written as at most 200): the file is ours, but
+  // a damaged one must not be read without bound.
+  char c = 0;
+  while (what.size() < 256 && in.get(c) && c != '\n') what += c;
   if (!what.empty() && what.front() == ' ') what.erase(0, 1);
   return std::make_pair(static_cast<pid_t>(pid), what);
 }

@@ -101,8 +101,10 @@ Corpus load_corpus(const DataConfig& d) {
   ensure_corpus(d);
   Corpus c;
   c.train = read_parallel(data_path(d, d.train_src), data_path(d, d.train_tgt));
-  c.train_xxh64 = {{"train_src", hash_lines(c.train.src)}, {"train_tgt", hash_lines(c.train.tgt)}};
+  c.input_xxh64 = {{"train_src", hash_lines(c.train.src)}, {"train_tgt", hash_lines(c.train.tgt)}};
   c.dev = read_parallel(data_path(d, d.dev_src), data_path(d, d.dev_tgt));
+  c.input_xxh64["dev_src"] = hash_lines(c.dev.src);
+  c.input_xxh64["dev_tgt"] = hash_lines(c.dev.tgt);
   c.test = read_parallel(data_path(d, d.test_src), data_path(d, d.test_tgt));
   c.test_refs.push_back(c.test.tgt);
   for (const auto& extra : d.test_extra_refs) {

@@ -347,7 +347,10 @@ model::Architecture read_architecture(const fs::path& path) {
            "architecture.json, or an architecture.json file)",
            path.string());
   try {
-    return model::Architecture::from_json(nlohmann::json::parse(io::read_file(file)));
+    // Checked against the hash its folder's meta.json recorded, where it sits in a checkpoint.
+    const fs::path dir = file.has_parent_path() ? file.parent_path() : fs::path(".");
+    return model::Architecture::from_json(
+        nlohmann::json::parse(read_checkpoint_file(dir, file.filename().string())));
   } catch (const nlohmann::json::exception& e) {
     HC_FAIL("{}: not a valid architecture: {}", file.string(), e.what());
   }
@@ -396,7 +399,12 @@ std::map<std::string, std::string> string_map(const nlohmann::json& meta, const 
 
 CheckpointInfo read_checkpoint_info(const fs::path& dir) {
   std::error_code ec;
-  HC_CHECK(fs::is_directory(dir, ec), "checkpoint {} not found (expected a folder)", dir.string());
+  HC_CHECK(!fs::is_regular_file(dir, ec),
+           "{} is a file; a checkpoint is a folder (the one holding model.pt, meta.json, ...): "
+           "pass {}",
+           dir.string(), dir.has_parent_path() ? dir.parent_path().string() : std::string("."));
+  HC_CHECK(fs::exists(dir, ec), "checkpoint {} not found", dir.string());
+  HC_CHECK(fs::is_directory(dir, ec), "{} is not a folder; a checkpoint is a folder", dir.string());
   for (const char* f :
        {"meta.json", "model.pt", "state.json", "architecture.json", "config.yaml"}) {
     HC_CHECK(fs::exists(dir / f, ec), "{} is not a headcount checkpoint: {} is missing",
@@ -441,7 +449,7 @@ CheckpointInfo read_checkpoint_info(const fs::path& dir) {
   const fs::path meta_file = dir / "meta.json";
   info.vocab_fnv1a = string_map(meta, "vocab_fnv1a", meta_file);
   info.corpus_xxh64 = string_map(meta, "corpus_xxh64", meta_file);
-  // Checkpoints since session 8 record their vocabulary's hashes: a vocab/ file replaced by
+  // Checkpoints record their vocabulary's hashes (all but the oldest): a vocab/ file replaced by
   // another one would silently turn every token id into another word.
   for (const auto& [name, hash] : info.vocab_fnv1a) {
     const fs::path f = dir / "vocab" / name;

@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <fstream>
 #include <map>
 
 #include "headcount/common/check.h"
@@ -35,9 +34,9 @@ bool RunFolder::is_early_run_file(const std::string& name) {
 
 std::vector<nlohmann::json> read_jsonl(const fs::path& file) {
   std::vector<nlohmann::json> out;
-  std::ifstream in(file);
-  std::string line;
-  while (std::getline(in, line)) {
+  std::error_code ec;
+  if (!fs::exists(file, ec)) return out;
+  for (const auto& line : io::read_lines(file, {.allow_empty_file = true})) {
     if (line.empty()) continue;
     try {
       out.push_back(nlohmann::json::parse(line));

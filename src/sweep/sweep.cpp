@@ -112,17 +112,34 @@ std::string exit_file(const fs::path& dir) {
 }
 
 std::vector<std::string> tail_lines(const fs::path& file, size_t n) {
+  // Only the file's last 64 KiB: a run's log can be long, and a progress line redrawn with '\r'
+  // for hours is one line of megabytes.
+  constexpr std::streamoff kTail = 64 * 1024;
   std::error_code ec;
-  if (!fs::exists(file, ec)) return {};
-  std::ifstream in(file);
+  if (!fs::is_regular_file(file, ec)) return {};
+  std::ifstream in(file, std::ios::binary);
+  in.seekg(0, std::ios::end);
+  const std::streamoff size = in.tellg();
+  if (size <= 0) return {};
+  const std::streamoff from = size > kTail ? size - kTail : 0;
+  in.seekg(from);
+  std::string text(static_cast<size_t>(size - from), '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<size_t>(in.gcount()));
   std::deque<std::string> lines;
-  std::string line;
-  while (std::getline(in, line)) {
+  size_t start = 0;
+  if (from > 0) start = text.find('\n') == std::string::npos ? 0 : text.find('\n') + 1;
+  while (start < text.size()) {
+    size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    std::string line = text.substr(start, end - start);
     // Progress lines redraw with '\r': keep the last state of each line.
+    while (!line.empty() && line.back() == '\r') line.pop_back();
     const size_t cr = line.rfind('\r');
     if (cr != std::string::npos) line = line.substr(cr + 1);
-    lines.push_back(line);
+    lines.push_back(std::move(line));
     if (lines.size() > n) lines.pop_front();
+    start = end + 1;
   }
   return {lines.begin(), lines.end()};
 }
@@ -645,11 +662,12 @@ pid_t start_job(const Job& job, const fs::path& executable, int srun_tasks) {
   std::error_code ec;
   fs::remove(exit_file(job.dir), ec);
   {
-    std::ofstream log(run::RunFolder{job.dir}.sweep_log(), std::ios::app);
     const auto now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
     char when[64];
     std::strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", std::localtime(&now));
-    log << "=== headcount sweep: " << job.name << " started " << when << " ===\n";
+    // Checked append: a full disk is an error naming the log, not a run without its header.
+    io::append_line(run::RunFolder{job.dir}.sweep_log(),
+                    fmt::format("=== headcount sweep: {} started {} ===", job.name, when));
   }
   std::vector<std::string> prefix;
   if (srun_tasks > 1) {

@@ -176,7 +176,7 @@ void Trainer::save(const fs::path& dir) {
       [this](const fs::path& tmp) {
         if (extension_) extension_->save(tmp);
       },
-      corpus_.train_xxh64);
+      corpus_.input_xxh64);
 }
 
 void Trainer::check_same_inputs(const run::CheckpointInfo& info) const {
@@ -187,17 +187,24 @@ void Trainer::check_same_inputs(const run::CheckpointInfo& info) const {
         "checked",
         meta.string());
   for (const auto& [key, recorded] : info.corpus_xxh64) {
-    const auto now = corpus_.train_xxh64.find(key);
-    if (now == corpus_.train_xxh64.end()) continue;
-    const fs::path file = data_path(
-        config_.data, key == "train_tgt" ? config_.data.train_tgt : config_.data.train_src);
+    const auto now = corpus_.input_xxh64.find(key);
+    if (now == corpus_.input_xxh64.end()) continue;
+    const auto& d = config_.data;
+    const bool dev = key.rfind("dev_", 0) == 0;
+    const fs::path file = data_path(d, key == "train_tgt" ? d.train_tgt
+                                       : key == "dev_src" ? d.dev_src
+                                       : key == "dev_tgt" ? d.dev_tgt
+                                                          : d.train_src);
+    const std::string consequence =
+        dev ? "the resumed run would compare its dev scores (which decide `best` and early "
+              "stopping) with scores on other sentences"
+            : "the resumed run would train these weights on other data, with another vocabulary";
     HC_CHECK(now->second == recorded,
-             "{}: the training corpus differs from the one this run started with (XXH64 {} now, "
-             "{} recorded in {}): the resumed run would train these weights on other data, with "
-             "another vocabulary. Restore the file as it was, or start a new run with another "
-             "--out (--init-from {} fine-tunes these weights on the new data, with their own "
-             "vocabulary)",
-             file.string(), now->second, recorded, meta.string(), info.dir.string());
+             "{}: the {} differs from the one this run started with (XXH64 {} now, {} recorded in "
+             "{}): {}. Restore the file as it was, or start a new run with another --out "
+             "(--init-from {} fine-tunes these weights on the new data, with their own vocabulary)",
+             file.string(), dev ? "dev set" : "training corpus", now->second, recorded,
+             meta.string(), consequence, info.dir.string());
   }
   for (const auto& [name, recorded] : info.vocab_fnv1a) {
     const fs::path ours = name == "tgt.model" ? vocab_files_.tgt_model : vocab_files_.src_model;
@@ -249,6 +256,18 @@ void Trainer::check_best_checkpoint() const {
   }
 }
 
+void Trainer::check_batch_position(const run::CheckpointInfo& info) const {
+  const auto batches = static_cast<int64_t>(batches_.size());
+  if (state_.batch_in_epoch <= batches) return;
+  // Only a changed batch size makes an epoch's batches fewer than the checkpoint's position.
+  HC_CHECK(info.config.train.max_tokens != config_.train.max_tokens,
+           "{}: 'batch_in_epoch' is {}, but an epoch of this run has {} batches: a damaged or "
+           "edited checkpoint; restore it from a copy",
+           (info.dir / "state.json").string(), state_.batch_in_epoch, batches);
+  log::info(
+      "train.max_tokens changed: the resumed epoch's batches differ; starting the next epoch");
+}
+
 void Trainer::resume_from(const fs::path& dir) {
   const auto info = run::read_checkpoint_info(dir);
   check_same_inputs(info);
@@ -261,6 +280,7 @@ void Trainer::resume_from(const fs::path& dir) {
   run::load_optimizer(*optimizer_, dir);
   run::load_rng_state(dir / "rng.pt");
   state_ = info.state;
+  check_batch_position(info);
   // Events logged after this checkpoint belong to the interrupted session: drop them.
   for (const auto& log_name : event_logs()) {
     const fs::path log_file = options_.run_dir / log_name;
@@ -777,8 +797,11 @@ io::RunLock check_run_folder(const Config& config, const fs::path& run_dir, int 
   const Config before = load_config_file(saved);
   std::vector<std::string> blocking;
   for (const auto& key : changed_keys(before, config)) {
-    const bool allowed = key.rfind("train.", 0) == 0 || key.rfind("threads.", 0) == 0 ||
-                         key.rfind("decode.", 0) == 0 || key == "device";
+    // train.best_metric is the scale of the recorded best score (BLEU, or minus the loss): a
+    // resume under the other one would compare scores of two kinds.
+    const bool allowed = (key.rfind("train.", 0) == 0 && key != "train.best_metric") ||
+                         key.rfind("threads.", 0) == 0 || key.rfind("decode.", 0) == 0 ||
+                         key == "device";
     if (allowed) {
       log::info("resuming with {} changed: {} -> {}", key, config_value(before, key),
                 config_value(config, key));

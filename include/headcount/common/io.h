@@ -15,6 +15,8 @@ namespace fs = std::filesystem;
 inline constexpr size_t kMaxLineBytes = size_t{1} << 20;
 // The largest config or sweep file: hand-written YAML is a few KiB.
 inline constexpr size_t kMaxConfigBytes = size_t{1} << 20;
+// The most read_file takes from a pipe or a device, which has no size to check first.
+inline constexpr size_t kMaxStreamBytes = size_t{256} << 20;
 
 struct ReadOptions {
   bool allow_empty_file = false;  // an empty (or missing-content) file is an error by default
@@ -27,6 +29,7 @@ struct ReadOptions {
 // the line: a missing or unreadable file, an empty file (unless allowed), invalid UTF-8, a NUL
 // byte, a line longer than max_line_bytes (found as soon as it is read past). A pipe is read once.
 std::vector<std::string> read_lines(const fs::path& path, const ReadOptions& options = {});
+// The whole file; from a pipe or device at most kMaxStreamBytes (an error naming it beyond).
 std::string read_file(const fs::path& path);
 // read_lines, with "-" meaning standard input (same checks, named "<stdin>").
 std::vector<std::string> read_lines_or_stdin(const std::string& path,

@@ -41,11 +41,12 @@ struct Corpus {
   // All test references: test_tgt first, then data.test_extra_refs.
   std::vector<std::vector<std::string>> test_refs;
   FilterReport train_filter;
-  // XXH64 of the training files' lines as read, each followed by '\n' ("train_src",
-  // "train_tgt"; the file's bytes when it ends in a newline and has no '\r'), before length
-  // filtering: what a run records at its start and checks on resume. Taken from the lines
-  // loaded, so a pipe is not read again.
-  std::map<std::string, std::string> train_xxh64;
+  // XXH64 of the training and dev files' lines as read, each followed by '\n' ("train_src",
+  // "train_tgt", "dev_src", "dev_tgt"; the file's bytes when it ends in a newline and has no
+  // '\r'), before length filtering: what a run records at its start and checks on resume (the dev
+  // set decides `best` and early stopping). Taken from the lines loaded, so a pipe is not read
+  // again.
+  std::map<std::string, std::string> input_xxh64;
 };
 
 // Builds the default corpus into data.dir first when data.prepare is "bible" and a file is

@@ -11,8 +11,9 @@
 //                    ("files_xxh64"; checked whenever a file is read: LibTorch's zip reader does
 //                    not check its CRCs, so damaged weights would otherwise load), the
 //                    vocabulary's FNV-1a ("vocab_fnv1a") and the training corpus the run started
-//                    from ("corpus_xxh64": train_src, train_tgt). Older checkpoints (the
-//                    committed reference weights) record no file hashes and load unchecked.
+//                    from ("corpus_xxh64": train_src, train_tgt, dev_src, dev_tgt). Older
+//                    checkpoints (the committed reference weights) record no file hashes and load
+//                    unchecked.
 #pragma once
 
 #include <torch/optim/optimizer.h>
@@ -64,7 +65,7 @@ struct CheckpointInfo {
 
 // Writes a checkpoint folder atomically (replacing an existing one in one step).
 // `extra` may add files to the folder before it is swapped into place; meta.json, written last,
-// records the hash of every file. `corpus_xxh64`: the training files the run started from.
+// records the hash of every file. `corpus_xxh64`: the training and dev files the run started from.
 void save_checkpoint(const fs::path& dir, model::Transformer& model,
                      torch::optim::Optimizer* optimizer, const TrainState& state,
                      const Config& config, const data::VocabFiles& vocab,

@@ -144,6 +144,8 @@ class Trainer {
   void check_step_checkpoints() const;
   // On resume, after sync_checkpoint_set: `best` holds the best step `last` records.
   void check_best_checkpoint() const;
+  // The epoch position of a resumed state against the batches of this run's epoch.
+  void check_batch_position(const run::CheckpointInfo& info) const;
   // Makes `best` and `step-N` agree with `last` (written first by every save): after a save of an
   // evaluation, and on resume, where a kill between the writes left them behind.
   void sync_checkpoint_set(bool evaluated);
