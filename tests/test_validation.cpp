@@ -252,7 +252,7 @@ TEST(Surprises, UnknownCommandsFilesForFoldersMissingDataAndMissingSweepCommand)
       {"export-pruned --checkpoint " + model + " --out " + d + "/e", "pass its folder " + c},
       // A checkpoint given as a flag whose value is not checked by the CLI: the reader's message.
       {"train " + d + "/base.yaml --out " + d + "/t --init-from " + model,
-       model + " is a file; a checkpoint is a folder"},
+       model + " is a file; a checkpoint is a folder: pass its folder " + c},
       {"prune " + d + "/base.yaml --out " + d + "/p --set prune.init_from=" + model,
        model + " is a file; a checkpoint is a folder"},
       {"translate --checkpoint " + c + " -i " + d + "/in.txt -o " + d, d + " is a folder"},

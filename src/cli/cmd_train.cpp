@@ -1,6 +1,7 @@
 // headcount train: train a Transformer, or resume a run.
 #include "commands.h"
 #include "headcount/common/check.h"
+#include "headcount/run/checkpoint.h"
 #include "headcount/run/run_folder.h"
 #include "headcount/train/trainer.h"
 
@@ -33,7 +34,7 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--init-from", a->init_from,
                   "Fine-tune: start from this checkpoint's weights, architecture and vocabulary "
                   "(e.g. a pruned one)")
-      ->check(CLI::ExistingDirectory)
+      ->check(checkpoint_folder())
       ->excludes("--architecture-from");
   cmd->add_flag("--resume", a->resume, "Require an existing run to resume");
   cmd->callback([a] {
@@ -41,7 +42,11 @@ void add_train_command(CLI::App& app) {
     if (!resolve_config(a->config, &config)) return;
     train::TrainOptions o;
     o.run_dir = a->out;
-    if (!a->architecture_from.empty()) o.architecture_from = a->architecture_from;
+    if (!a->architecture_from.empty()) {
+      // Checked before the corpus and the vocabulary are prepared (minutes), not after.
+      (void)run::read_architecture(a->architecture_from);
+      o.architecture_from = a->architecture_from;
+    }
     if (!a->init_from.empty()) o.init_from = a->init_from;
     std::error_code ec;
     HC_CHECK(!a->resume || std::filesystem::exists(run::RunFolder{o.run_dir}.last(), ec),
