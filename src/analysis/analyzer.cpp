@@ -441,10 +441,88 @@ RelevanceResult Analyzer::relevance(double eps) {
 }
 
 namespace {
+
 std::vector<int64_t> to_vector(const torch::Tensor& t) {
   const auto c = t.cpu().contiguous();  // data_ptr reads host memory
   return std::vector<int64_t>(c.data_ptr<int64_t>(), c.data_ptr<int64_t>() + c.numel());
 }
+
+// The examples with the given targets, and each side's piece -> word map.
+struct AlignExamples {
+  std::vector<data::Example> ex;
+  std::vector<std::vector<int64_t>> src_map, tgt_map;  // source: EOS mapped to -1
+  std::vector<int64_t> n_src, n_tgt;                   // words
+  std::vector<int64_t> usable;                         // examples whose pieces spell their words
+};
+
+AlignExamples align_examples(const std::vector<data::Example>& examples,
+                             const std::vector<std::string>& sources,
+                             const std::vector<std::string>& targets, const data::Vocab& src_vocab,
+                             const data::Vocab& tgt_vocab, int64_t* unmatched) {
+  const size_t n = examples.size();
+  AlignExamples a;
+  a.ex.resize(n);
+  a.src_map.resize(n);
+  a.tgt_map.resize(n);
+  a.n_src.resize(n);
+  a.n_tgt.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    a.ex[i].src = examples[i].src;
+    a.ex[i].tgt = tgt_vocab.encode(targets[i]);
+    a.ex[i].id = static_cast<int64_t>(i);
+    std::vector<std::string> sp, tp;
+    for (int id : a.ex[i].src) sp.push_back(src_vocab.piece(id));
+    for (int id : a.ex[i].tgt) tp.push_back(tgt_vocab.piece(id));
+    // Words as the links number them: the line split at spaces.
+    const auto sw = text::split(sources[i], ' '), tw = text::split(targets[i], ' ');
+    auto sm = map_pieces_to_words(sp, sw);
+    auto tm = map_pieces_to_words(tp, tw);
+    if (!sm || !tm || a.ex[i].tgt.empty()) {
+      ++*unmatched;
+      continue;
+    }
+    sm->push_back(-1);  // EOS
+    a.src_map[i] = std::move(*sm);
+    a.tgt_map[i] = std::move(*tm);
+    a.n_src[i] = static_cast<int64_t>(sw.size());
+    a.n_tgt[i] = static_cast<int64_t>(tw.size());
+    a.usable.push_back(static_cast<int64_t>(i));
+  }
+  return a;
+}
+
+// Scores sentence i of a batch: w[l] [B, H, T, S] are the weights of decoder layer l (undefined:
+// no heads), `index` maps (layer, head) to a position in r->heads.
+void score_sentence(const AlignExamples& a, int64_t i, int64_t bi,
+                    const std::vector<torch::Tensor>& w, const std::vector<data::WordLink>& links,
+                    const std::map<std::pair<int64_t, int64_t>, size_t>& index,
+                    AlignmentResult* r) {
+  const GoldAlignment gold(links, a.n_tgt[i]);
+  r->baseline.add(gold, a.n_src[i]);
+  r->target_words += a.n_tgt[i];
+  for (int64_t t = 0; t < a.n_tgt[i]; ++t) r->linked_words += gold.linked(t) ? 1 : 0;
+  ++r->sentences;
+  const auto S = static_cast<int64_t>(a.src_map[i].size());  // pieces + EOS
+  const auto m = static_cast<int64_t>(a.tgt_map[i].size());  // target pieces
+  for (size_t l = 0; l < w.size(); ++l) {
+    if (!w[l].defined()) continue;
+    const auto wl = w[l][bi].slice(2, 0, S);  // [H, T, S]
+    for (int conv = 0; conv < 2; ++conv) {
+      // predict: row j outputs piece j; input: row j + 1 reads it.
+      const auto rows = wl.slice(1, conv, conv + m);
+      const auto word =
+          cross_word_attention(rows, a.tgt_map[i], a.n_tgt[i], a.src_map[i], a.n_src[i]);
+      const auto best = align_argmax(word);  // [H, n_tgt]
+      auto& per_head = conv == 0 ? r->predict : r->input;
+      for (int64_t h = 0; h < best.size(0); ++h)
+        per_head[index.at({static_cast<int64_t>(l), h})] +=
+            score_alignment(to_vector(best[h]), gold);
+      (conv == 0 ? r->layer_predict : r->layer_input)[l] +=
+          score_alignment(to_vector(align_argmax(word.mean(0))), gold);
+    }
+  }
+}
+
 }  // namespace
 
 AlignmentResult Analyzer::alignment(const std::vector<std::string>& targets,
@@ -467,69 +545,22 @@ AlignmentResult Analyzer::alignment(const std::vector<std::string>& targets,
   auto layers = st.model->attention_layers(AttentionType::kEncDec);
   r.layer_predict.resize(layers.size());
   r.layer_input.resize(layers.size());
-  // The examples with the given targets, and each side's piece -> word map.
-  std::vector<data::Example> ex(n);
-  std::vector<std::vector<int64_t>> src_map(n), tgt_map(n);
-  std::vector<int64_t> n_src(n), n_tgt(n), usable;
-  for (size_t i = 0; i < n; ++i) {
-    ex[i].src = st.examples[i].src;
-    ex[i].tgt = st.tgt_vocab->encode(targets[i]);
-    ex[i].id = static_cast<int64_t>(i);
-    std::vector<std::string> sp, tp;
-    for (int id : ex[i].src) sp.push_back(st.src_vocab->piece(id));
-    for (int id : ex[i].tgt) tp.push_back(st.tgt_vocab->piece(id));
-    // Words as the links number them: the line split at spaces.
-    const auto sw = text::split(st.sources[i], ' '), tw = text::split(targets[i], ' ');
-    auto sm = map_pieces_to_words(sp, sw);
-    auto tm = map_pieces_to_words(tp, tw);
-    if (!sm || !tm || ex[i].tgt.empty()) {
-      ++r.unmatched;
-      continue;
-    }
-    sm->push_back(-1);  // EOS
-    src_map[i] = std::move(*sm);
-    tgt_map[i] = std::move(*tm);
-    n_src[i] = static_cast<int64_t>(sw.size());
-    n_tgt[i] = static_cast<int64_t>(tw.size());
-    usable.push_back(static_cast<int64_t>(i));
-  }
+  const auto a =
+      align_examples(st.examples, st.sources, targets, *st.src_vocab, *st.tgt_vocab, &r.unmatched);
+  const auto& usable = a.usable;
   for (auto& l : layers) l->set_record(true);
   for (size_t start = 0; start < usable.size(); start += st.options.batch_sentences) {
     const std::vector<int64_t> idx(
         usable.begin() + static_cast<int64_t>(start),
         usable.begin() +
             static_cast<int64_t>(std::min(usable.size(), start + st.options.batch_sentences)));
-    const auto b = data::collate(ex, idx, st.device);
+    const auto b = data::collate(a.ex, idx, st.device);
     st.model->forward(b.src, b.tgt_in);
     std::vector<torch::Tensor> w(layers.size());
     for (size_t l = 0; l < layers.size(); ++l)
       if (layers[l]->num_heads() > 0) w[l] = layers[l]->last_weights().cpu();  // [B, H, T, S]
-    for (size_t bi = 0; bi < idx.size(); ++bi) {
-      const int64_t i = idx[bi];
-      const GoldAlignment gold(links[i], n_tgt[i]);
-      r.baseline.add(gold, n_src[i]);
-      r.target_words += n_tgt[i];
-      for (int64_t t = 0; t < n_tgt[i]; ++t) r.linked_words += gold.linked(t) ? 1 : 0;
-      ++r.sentences;
-      const auto S = static_cast<int64_t>(src_map[i].size());  // pieces + EOS
-      const auto m = static_cast<int64_t>(tgt_map[i].size());  // target pieces
-      for (size_t l = 0; l < layers.size(); ++l) {
-        if (!w[l].defined()) continue;
-        const auto wl = w[l][static_cast<int64_t>(bi)].slice(2, 0, S);  // [H, T, S]
-        for (int conv = 0; conv < 2; ++conv) {
-          // predict: row j outputs piece j; input: row j + 1 reads it.
-          const auto rows = wl.slice(1, conv, conv + m);
-          const auto word = cross_word_attention(rows, tgt_map[i], n_tgt[i], src_map[i], n_src[i]);
-          const auto best = align_argmax(word);  // [H, n_tgt]
-          auto& per_head = conv == 0 ? r.predict : r.input;
-          for (int64_t h = 0; h < best.size(0); ++h)
-            per_head[index.at({static_cast<int64_t>(l), h})] +=
-                score_alignment(to_vector(best[h]), gold);
-          (conv == 0 ? r.layer_predict : r.layer_input)[l] +=
-              score_alignment(to_vector(align_argmax(word.mean(0))), gold);
-        }
-      }
-    }
+    for (size_t bi = 0; bi < idx.size(); ++bi)
+      score_sentence(a, idx[bi], static_cast<int64_t>(bi), w, links[idx[bi]], index, &r);
   }
   for (auto& l : layers) l->set_record(false);
   return r;

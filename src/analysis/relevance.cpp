@@ -197,6 +197,128 @@ torch::Tensor total(const torch::Tensor& r) {
   return r.flatten(1).sum(1);  // [N]
 }
 
+// Everything the forward pass keeps for the backward pass of one sentence pair.
+struct ForwardTape {
+  int64_t S = 0, T = 0, D = 0;
+  torch::Tensor src_tok, src_pos, tgt_tok, tgt_pos;  // scaled embeddings, positions
+  std::vector<SelfAttentionBlock> enc_att, dec_self;
+  std::vector<FfnBlock> enc_ffn, dec_ffn;
+  std::vector<SublayerTape> dec_cross;
+  std::vector<AttentionTape> dec_cross_t;
+  torch::Tensor enc_out, memory, dec_out, final_h, logits;
+};
+
+void encoder_forward(model::TransformerImpl& m, const torch::Tensor& src, ForwardTape* f) {
+  const auto& cfg = m.config();
+  const bool pre = cfg.pre_norm;
+  const auto dtype = m.output_weight.scalar_type();
+  const auto dev = m.output_weight.device();
+  const double emb_scale = std::sqrt(static_cast<double>(f->D));
+  f->src_tok = m.src_embed->weight.index_select(0, src.to(dev)) * emb_scale;
+  f->src_pos = model::sinusoidal_positions(f->S, f->D).to(dev, dtype);
+  auto x = f->src_tok + f->src_pos;
+  const size_t n_enc = m.encoder_layers.size();
+  f->enc_att.resize(n_enc);
+  f->enc_ffn.resize(n_enc);
+  for (size_t l = 0; l < n_enc; ++l) {
+    auto& L = *m.encoder_layers[l];
+    x = self_attention_forward(pre, *L.self_attn_norm, *L.self_attn, x, {}, &f->enc_att[l]);
+    x = ffn_block_forward(pre, *L.ffn_norm, *L.fc1, *L.fc2, x, &f->enc_ffn[l]);
+  }
+  f->enc_out = x;
+  f->memory = pre ? layer_norm(*m.encoder_norm, f->enc_out) : f->enc_out;
+}
+
+void decoder_forward(model::TransformerImpl& m, const torch::Tensor& tgt_in, ForwardTape* f) {
+  const auto& cfg = m.config();
+  const bool pre = cfg.pre_norm;
+  const auto dtype = m.output_weight.scalar_type();
+  const auto dev = m.output_weight.device();
+  const double emb_scale = std::sqrt(static_cast<double>(f->D));
+  f->tgt_tok = m.tgt_embed->weight.index_select(0, tgt_in.to(dev)) * emb_scale;
+  f->tgt_pos = model::sinusoidal_positions(f->T, f->D).to(dev, dtype);
+  auto x = f->tgt_tok + f->tgt_pos;
+  const auto causal = model::causal_bias(f->T, dev).to(dtype);
+  const size_t n_dec = m.decoder_layers.size();
+  f->dec_self.resize(n_dec);
+  f->dec_cross.resize(n_dec);
+  f->dec_cross_t.resize(n_dec);
+  f->dec_ffn.resize(n_dec);
+  for (size_t l = 0; l < n_dec; ++l) {
+    auto& L = *m.decoder_layers[l];
+    x = self_attention_forward(pre, *L.self_attn_norm, *L.self_attn, x, causal, &f->dec_self[l]);
+    f->dec_cross[l].x = x;
+    f->dec_cross[l].f = attention_forward(*L.cross_attn, sub_input(pre, *L.cross_attn_norm, x),
+                                          f->memory, {}, &f->dec_cross_t[l]);
+    x = sub_output(pre, *L.cross_attn_norm, &f->dec_cross[l]);
+    x = ffn_block_forward(pre, *L.ffn_norm, *L.fc1, *L.fc2, x, &f->dec_ffn[l]);
+  }
+  f->dec_out = x;
+  f->final_h = pre ? layer_norm(*m.decoder_norm, f->dec_out) : f->dec_out;
+  f->logits = torch::linear(f->final_h, m.output_weight);  // [T, V]
+}
+
+// Backward from the top-1 logits to the decoder's embeddings; returns the relevance that reached
+// the encoder's output through the encoder-decoder attention, R_mem [N, S, D].
+torch::Tensor decoder_backward(model::TransformerImpl& m, const ForwardTape& f, double eps,
+                               RelevanceTrace* tr) {
+  const bool pre = m.config().pre_norm;
+  const auto [top, top_id] = f.logits.max(-1);
+  // Output position n starts with its top-1 logit, z = h_n . W[k].
+  tr->top = top;
+  const auto contrib = f.final_h * m.output_weight.index_select(0, top_id);  // [T, D]
+  const auto start = contrib * (top / lrp_stabilize(top, eps)).unsqueeze(-1);
+  auto r = torch::eye(f.T, f.final_h.options()).unsqueeze(-1) * start.unsqueeze(0);  // [N, T, D]
+  const int64_t N = f.T;
+  auto r_mem = torch::zeros({N, f.S, f.D}, r.options());
+  auto mark = [&](const std::string& name) {
+    tr->frontier.emplace_back(name, total(r) + total(r_mem));
+  };
+  if (pre) r = lrp_norm(*m.decoder_norm, f.dec_out, r, eps);
+  mark("decoder output");
+  for (size_t l = m.decoder_layers.size(); l-- > 0;) {
+    auto& L = *m.decoder_layers[l];
+    r = ffn_block_backward(pre, *L.ffn_norm, *L.fc1, *L.fc2, f.dec_ffn[l], r, eps);
+    mark(fmt::format("decoder {} ffn", l));
+    // Encoder-decoder attention: the queries receive nothing, the memory the values' share.
+    const auto [r_res, r_f] = residual_backward(pre, *L.cross_attn_norm, f.dec_cross[l], r, eps);
+    r_mem = r_mem + attention_backward(*L.cross_attn, f.dec_cross_t[l], r_f, eps,
+                                       &tr->heads[static_cast<int>(AttentionType::kEncDec)][l]);
+    r = r_res;
+    mark(fmt::format("decoder {} enc-dec attention", l));
+    r = self_attention_backward(pre, *L.self_attn_norm, *L.self_attn, f.dec_self[l], r, eps,
+                                &tr->heads[static_cast<int>(AttentionType::kDecSelf)][l]);
+    mark(fmt::format("decoder {} self-attention", l));
+  }
+  const auto [r_tok, r_pos] = lrp_add(f.tgt_tok, f.tgt_pos, r, eps);
+  tr->tgt_input = r_tok.sum(-1) + r_pos.sum(-1);  // [N, T]
+  return r_mem;
+}
+
+// Backward from the encoder's output (R_mem) to the source embeddings.
+void encoder_backward(model::TransformerImpl& m, const ForwardTape& f, const torch::Tensor& r_mem,
+                      double eps, RelevanceTrace* tr) {
+  const bool pre = m.config().pre_norm;
+  const auto tgt_total = tr->tgt_input.sum(1);
+  auto mark = [&](const std::string& name, const torch::Tensor& r) {
+    tr->frontier.emplace_back(name, total(r) + tgt_total);
+  };
+  auto r = r_mem;
+  if (pre) r = lrp_norm(*m.encoder_norm, f.enc_out, r, eps);
+  mark("encoder output", r);
+  for (size_t l = m.encoder_layers.size(); l-- > 0;) {
+    auto& L = *m.encoder_layers[l];
+    r = ffn_block_backward(pre, *L.ffn_norm, *L.fc1, *L.fc2, f.enc_ffn[l], r, eps);
+    mark(fmt::format("encoder {} ffn", l), r);
+    r = self_attention_backward(pre, *L.self_attn_norm, *L.self_attn, f.enc_att[l], r, eps,
+                                &tr->heads[static_cast<int>(AttentionType::kEncSelf)][l]);
+    mark(fmt::format("encoder {} self-attention", l), r);
+  }
+  const auto [r_tok, r_pos] = lrp_add(f.src_tok, f.src_pos, r, eps);
+  tr->src_input = r_tok.sum(-1) + r_pos.sum(-1);  // [N, S]
+  tr->frontier.emplace_back("embeddings", tr->src_input.sum(1) + tgt_total);
+}
+
 }  // namespace
 
 RelevanceTrace propagate_relevance(model::TransformerImpl& m, const torch::Tensor& src,
@@ -204,102 +326,18 @@ RelevanceTrace propagate_relevance(model::TransformerImpl& m, const torch::Tenso
   torch::NoGradGuard no_grad;
   HC_CHECK(src.dim() == 1 && tgt_in.dim() == 1 && src.size(0) > 0 && tgt_in.size(0) > 0,
            "relevance: one sentence pair at a time (src [S], tgt_in [T])");
-  const auto& cfg = m.config();
-  const bool pre = cfg.pre_norm;
-  const auto dtype = m.output_weight.scalar_type();
-  const auto dev = m.output_weight.device();
-  const int64_t S = src.size(0), T = tgt_in.size(0), D = cfg.d_model;
-  const double emb_scale = std::sqrt(static_cast<double>(D));
-  auto positions = [&](int64_t L) { return model::sinusoidal_positions(L, D).to(dev, dtype); };
-
-  // Forward.
-  const auto src_tok = m.src_embed->weight.index_select(0, src.to(dev)) * emb_scale;
-  const auto src_pos = positions(S);
-  auto x = src_tok + src_pos;
-  const size_t n_enc = m.encoder_layers.size(), n_dec = m.decoder_layers.size();
-  std::vector<SelfAttentionBlock> enc_att(n_enc);
-  std::vector<FfnBlock> enc_ffn(n_enc);
-  for (size_t l = 0; l < n_enc; ++l) {
-    auto& L = *m.encoder_layers[l];
-    x = self_attention_forward(pre, *L.self_attn_norm, *L.self_attn, x, {}, &enc_att[l]);
-    x = ffn_block_forward(pre, *L.ffn_norm, *L.fc1, *L.fc2, x, &enc_ffn[l]);
-  }
-  const auto enc_out = x;
-  const auto memory = pre ? layer_norm(*m.encoder_norm, enc_out) : enc_out;
-
-  const auto tgt_tok = m.tgt_embed->weight.index_select(0, tgt_in.to(dev)) * emb_scale;
-  const auto tgt_pos = positions(T);
-  x = tgt_tok + tgt_pos;
-  const auto causal = model::causal_bias(T, dev).to(dtype);
-  std::vector<SelfAttentionBlock> dec_self(n_dec);
-  std::vector<SublayerTape> dec_cross(n_dec);
-  std::vector<AttentionTape> dec_cross_t(n_dec);
-  std::vector<FfnBlock> dec_ffn(n_dec);
-  for (size_t l = 0; l < n_dec; ++l) {
-    auto& L = *m.decoder_layers[l];
-    x = self_attention_forward(pre, *L.self_attn_norm, *L.self_attn, x, causal, &dec_self[l]);
-    dec_cross[l].x = x;
-    dec_cross[l].f = attention_forward(*L.cross_attn, sub_input(pre, *L.cross_attn_norm, x), memory,
-                                       {}, &dec_cross_t[l]);
-    x = sub_output(pre, *L.cross_attn_norm, &dec_cross[l]);
-    x = ffn_block_forward(pre, *L.ffn_norm, *L.fc1, *L.fc2, x, &dec_ffn[l]);
-  }
-  const auto dec_out = x;
-  const auto final_h = pre ? layer_norm(*m.decoder_norm, dec_out) : dec_out;
-  const auto logits = torch::linear(final_h, m.output_weight);  // [T, V]
-  const auto [top, top_id] = logits.max(-1);
-
-  // Backward: output position n starts with its top-1 logit, z = h_n . W[k].
+  ForwardTape f;
+  f.S = src.size(0);
+  f.T = tgt_in.size(0);
+  f.D = m.config().d_model;
+  encoder_forward(m, src, &f);
+  decoder_forward(m, tgt_in, &f);
   RelevanceTrace tr;
-  tr.top = top;
-  const auto contrib = final_h * m.output_weight.index_select(0, top_id);  // [T, D]
-  const auto start = contrib * (top / lrp_stabilize(top, eps)).unsqueeze(-1);
-  auto r = torch::eye(T, final_h.options()).unsqueeze(-1) * start.unsqueeze(0);  // [N, T, D]
-  const int64_t N = T;
-  auto r_mem = torch::zeros({N, S, D}, r.options());
-  auto mark = [&](const std::string& name, const torch::Tensor& extra) {
-    auto t = total(r);
-    if (extra.defined()) t = t + extra;
-    tr.frontier.emplace_back(name, t);
-  };
-  if (pre) r = lrp_norm(*m.decoder_norm, dec_out, r, eps);
-  mark("decoder output", total(r_mem));
-  for (auto t : model::kAttentionTypes) {
-    tr.heads[static_cast<int>(t)].resize(t == AttentionType::kEncSelf ? n_enc : n_dec);
-  }
-  for (size_t l = n_dec; l-- > 0;) {
-    auto& L = *m.decoder_layers[l];
-    r = ffn_block_backward(pre, *L.ffn_norm, *L.fc1, *L.fc2, dec_ffn[l], r, eps);
-    mark(fmt::format("decoder {} ffn", l), total(r_mem));
-    // Encoder-decoder attention: the queries receive nothing, the memory the values' share.
-    const auto [r_res, r_f] = residual_backward(pre, *L.cross_attn_norm, dec_cross[l], r, eps);
-    r_mem = r_mem + attention_backward(*L.cross_attn, dec_cross_t[l], r_f, eps,
-                                       &tr.heads[static_cast<int>(AttentionType::kEncDec)][l]);
-    r = r_res;
-    mark(fmt::format("decoder {} enc-dec attention", l), total(r_mem));
-    r = self_attention_backward(pre, *L.self_attn_norm, *L.self_attn, dec_self[l], r, eps,
-                                &tr.heads[static_cast<int>(AttentionType::kDecSelf)][l]);
-    mark(fmt::format("decoder {} self-attention", l), total(r_mem));
-  }
-  {
-    const auto [r_tok, r_pos] = lrp_add(tgt_tok, tgt_pos, r, eps);
-    tr.tgt_input = r_tok.sum(-1) + r_pos.sum(-1);  // [N, T]
-  }
-  const auto tgt_total = tr.tgt_input.sum(1);
-  r = r_mem;
-  if (pre) r = lrp_norm(*m.encoder_norm, enc_out, r, eps);
-  mark("encoder output", tgt_total);
-  for (size_t l = n_enc; l-- > 0;) {
-    auto& L = *m.encoder_layers[l];
-    r = ffn_block_backward(pre, *L.ffn_norm, *L.fc1, *L.fc2, enc_ffn[l], r, eps);
-    mark(fmt::format("encoder {} ffn", l), tgt_total);
-    r = self_attention_backward(pre, *L.self_attn_norm, *L.self_attn, enc_att[l], r, eps,
-                                &tr.heads[static_cast<int>(AttentionType::kEncSelf)][l]);
-    mark(fmt::format("encoder {} self-attention", l), tgt_total);
-  }
-  const auto [r_tok, r_pos] = lrp_add(src_tok, src_pos, r, eps);
-  tr.src_input = r_tok.sum(-1) + r_pos.sum(-1);  // [N, S]
-  tr.frontier.emplace_back("embeddings", tr.src_input.sum(1) + tgt_total);
+  tr.heads[static_cast<int>(AttentionType::kEncSelf)].resize(m.encoder_layers.size());
+  tr.heads[static_cast<int>(AttentionType::kDecSelf)].resize(m.decoder_layers.size());
+  tr.heads[static_cast<int>(AttentionType::kEncDec)].resize(m.decoder_layers.size());
+  const auto r_mem = decoder_backward(m, f, eps, &tr);
+  encoder_backward(m, f, r_mem, eps, &tr);
   return tr;
 }
 

@@ -147,25 +147,11 @@ void run_paired(const BleuArgs& a, const std::vector<std::string>& hyps,
   po.test = bs ? "bs" : "ar";
   po.samples = a.paired_n;
   po.seed = a.paired_seed;
-  std::string name, signature;
-  eval::PairedTestResult r;
-  std::optional<eval::Bleu> bleu;
-  std::optional<eval::Chrf> chrf;
-  if (a.metric == "bleu") {
-    bleu.emplace(bleu_options(a));
-    const auto sb = eval::bleu_segment_stats(*bleu, base, refs);
-    const auto ss = eval::bleu_segment_stats(*bleu, hyps, refs);
-    r = eval::paired_test(sb, ss, eval::bleu_scorer(*bleu), po);
-    name = "BLEU";
-    signature = bleu->signature(bleu->last_nrefs());
-  } else {
-    chrf.emplace(chrf_options(a));
-    const auto sb = eval::chrf_segment_stats(*chrf, base, refs);
-    const auto ss = eval::chrf_segment_stats(*chrf, hyps, refs);
-    r = eval::paired_test(sb, ss, eval::chrf_scorer(*chrf), po);
-    name = chrf->name();
-    signature = chrf->signature(chrf->last_nrefs());
-  }
+  const auto cmp = a.metric == "bleu" ? eval::paired_compare(bleu_options(a), base, hyps, refs, po)
+                                      : eval::paired_compare(chrf_options(a), base, hyps, refs, po);
+  const std::string& name = cmp.name;
+  const std::string& signature = cmp.signature;
+  const eval::PairedTestResult& r = cmp.result;
   const std::string test_name =
       bs ? "paired bootstrap resampling" : "paired approximate randomization";
   if (a.json) {

@@ -1,6 +1,4 @@
 // headcount sweep / report: many runs from one file, and their table and plots.
-#include <unistd.h>
-
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -16,22 +14,76 @@
 
 namespace headcount::cli {
 
+namespace {
+
+struct SweepArgs {
+  std::string file;
+  std::string out;
+  int workers = 1;
+  int cores = 0;
+  std::optional<size_t> only;
+  std::vector<std::string> names;
+  bool no_retrain = false;
+  bool dry_run = false;
+  bool status = false;
+  std::string launcher = "local";
+  bool submit = false;
+  int srun_tasks = 0;
+};
+
+sweep::SweepOptions sweep_options(const SweepArgs& a) {
+  sweep::SweepOptions o;
+  o.out = a.out;
+  o.executable = self_executable();
+  o.workers = a.workers;
+  o.cores = a.cores;
+  o.only = a.only;
+  o.names = a.names;
+  o.no_retrain = a.no_retrain;
+  o.srun_tasks = a.srun_tasks;
+  return o;
+}
+
+// --launcher slurm: the sbatch script, submitted with --submit.
+void write_slurm(const sweep::SweepSpec& spec, const SweepArgs& a, const sweep::SweepOptions& o) {
+  const auto script = sweep::write_slurm_script(spec, o);
+  std::printf("wrote %s (%zu array tasks)\n", script.c_str(), spec.points.size());
+  if (a.submit)
+    sweep::submit_slurm_script(script);
+  else
+    std::printf("submit it with: sbatch %s\n", script.c_str());
+}
+
+void run_sweep_command(const SweepArgs& a) {
+  const auto spec = sweep::load_sweep(a.file);
+  const sweep::SweepOptions o = sweep_options(a);
+  if (a.dry_run || a.status) {
+    if (a.dry_run)
+      std::printf("%s", sweep::dry_run_listing(spec, a.file, o.out, a.cores, a.workers).c_str());
+    std::printf("%s", sweep::status_table(spec, o.out).c_str());
+    return;
+  }
+  if (a.launcher == "slurm") {
+    write_slurm(spec, a, o);
+    return;
+  }
+  HC_CHECK(!a.submit, "--submit goes with --launcher slurm");
+  const auto r = sweep::run_sweep(spec, o);
+  std::printf("%s", sweep::status_table(spec, o.out).c_str());
+  if (r.failed > 0) {
+    HC_FAIL("{} run(s) failed: {}", r.failed, fmt::join(r.failed_names, ", "));
+  }
+  if (!r.busy_names.empty()) {
+    HC_FAIL("{} run(s) are being written by another process and were not started: {}",
+            r.busy_names.size(), fmt::join(r.busy_names, ", "));
+  }
+  if (r.interrupted > 0) exit_status() = kExitInterrupted;
+}
+
+}  // namespace
+
 void add_sweep_command(CLI::App& app) {
-  struct Args {
-    std::string file;
-    std::string out;
-    int workers = 1;
-    int cores = 0;
-    std::optional<size_t> only;
-    std::vector<std::string> names;
-    bool no_retrain = false;
-    bool dry_run = false;
-    bool status = false;
-    std::string launcher = "local";
-    bool submit = false;
-    int srun_tasks = 0;
-  };
-  auto a = std::make_shared<Args>();
+  auto a = std::make_shared<SweepArgs>();
   auto* cmd = app.add_subcommand(
       "sweep",
       "Run one train or prune run per point of a grid (or list) of config values, N at a time, "
@@ -63,64 +115,7 @@ void add_sweep_command(CLI::App& app) {
                   "the sweep's sbatch script sets it from slurm.ntasks)")
       ->check(integer_in(0, 4096));
   cmd->add_flag("--submit", a->submit, "With --launcher slurm: also submit it with sbatch");
-  cmd->callback([a] {
-    const auto spec = sweep::load_sweep(a->file);
-    sweep::SweepOptions o;
-    o.out = a->out;
-    o.executable = self_executable();
-    o.workers = a->workers;
-    o.cores = a->cores;
-    o.only = a->only;
-    o.names = a->names;
-    o.no_retrain = a->no_retrain;
-    o.srun_tasks = a->srun_tasks;
-    if (a->dry_run || a->status) {
-      if (a->dry_run) {
-        const int blas = std::max(
-            1, (a->cores > 0 ? a->cores : static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN))) /
-                   a->workers);
-        std::printf("%zu run(s) from %s into %s:\n", spec.points.size(), a->file.c_str(),
-                    a->out.c_str());
-        for (size_t i = 0; i < spec.points.size(); ++i) {
-          const auto j = sweep::point_job(spec, i, o.out, blas);
-          std::printf("[%zu] %s\n    headcount %s\n", i, j.name.c_str(),
-                      fmt::format("{}", fmt::join(j.args, " ")).c_str());
-          if (spec.retrain) {
-            const auto r = sweep::retrain_job(spec, i, o.out, blas);
-            std::printf("    then: headcount %s\n",
-                        fmt::format("{}", fmt::join(r.args, " ")).c_str());
-          }
-        }
-      }
-      std::printf("%s", sweep::status_table(spec, o.out).c_str());
-      return;
-    }
-    if (a->launcher == "slurm") {
-      const auto script = sweep::write_slurm_script(spec, o);
-      std::printf("wrote %s (%zu array tasks)\n", script.c_str(), spec.points.size());
-      if (a->submit) {
-        HC_CHECK(std::system("command -v sbatch >/dev/null 2>&1") == 0,
-                 "--submit: sbatch not found on PATH (submit {} on the cluster's login node)",
-                 script.string());
-        const int rc = std::system(fmt::format("sbatch '{}'", script.string()).c_str());
-        HC_CHECK(rc == 0, "sbatch {} failed (exit status {})", script.string(), rc);
-      } else {
-        std::printf("submit it with: sbatch %s\n", script.c_str());
-      }
-      return;
-    }
-    HC_CHECK(!a->submit, "--submit goes with --launcher slurm");
-    const auto r = sweep::run_sweep(spec, o);
-    std::printf("%s", sweep::status_table(spec, o.out).c_str());
-    if (r.failed > 0) {
-      HC_FAIL("{} run(s) failed: {}", r.failed, fmt::join(r.failed_names, ", "));
-    }
-    if (!r.busy_names.empty()) {
-      HC_FAIL("{} run(s) are being written by another process and were not started: {}",
-              r.busy_names.size(), fmt::join(r.busy_names, ", "));
-    }
-    if (r.interrupted > 0) exit_status() = kExitInterrupted;
-  });
+  cmd->callback([a] { run_sweep_command(*a); });
 }
 
 void add_report_command(CLI::App& app) {

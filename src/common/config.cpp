@@ -237,12 +237,19 @@ Field choice_field(std::string key, Access access, std::string help) {
     return c.member;        \
   }
 
-const std::vector<Field>& schema() {
-  static const std::vector<Field> fields = {
+// Keys of no section: the seed and the device.
+std::vector<Field> general_fields() {
+  return {
       field<int>("seed", "int", HC_ACCESS(seed), range(0, INT32_MAX),
                  "random seed for everything a run draws (data order, init, dropout, gates)"),
       field<std::string>("device", "string", HC_ACCESS(device), device_name(),
                          "auto (CUDA when present, else CPU), cpu, cuda or cuda:N"),
+  };
+}
+
+// threads.*: LibTorch and OpenBLAS thread counts.
+std::vector<Field> thread_fields() {
+  return {
       field<int>(
           "threads.intra_op", "int", HC_ACCESS(threads.intra_op), range(-1, 1024),
           "LibTorch intra-op threads; 0 = one per core; -1 = auto (one with fp32 matrix "
@@ -252,6 +259,12 @@ const std::vector<Field>& schema() {
                  "LibTorch inter-op threads"),
       field<int>("threads.blas", "int", HC_ACCESS(threads.blas), range(0, 1024),
                  "OpenBLAS threads; 0 = one per core"),
+  };
+}
+
+// data.*: the corpus files and their filtering.
+std::vector<Field> data_fields() {
+  return {
       field<std::string>("data.prepare", "string", HC_ACCESS(data.prepare),
                          one_of({"bible", "none"}),
                          "bible: build the default Spanish->English corpus into data.dir when "
@@ -285,6 +298,12 @@ const std::vector<Field>& schema() {
                     range(1.0, 1000.0),
                     "drop training pairs whose longer side has more than this many times the "
                     "tokens of the shorter"),
+  };
+}
+
+// vocab.*: the SentencePiece models.
+std::vector<Field> vocab_fields() {
+  return {
       field<bool>("vocab.joint", "bool", HC_ACCESS(vocab.joint), any<bool>(),
                   "one SentencePiece model for source and target (needed to tie all embeddings)"),
       field<int>("vocab.size", "int", HC_ACCESS(vocab.size), range(16, 1000000),
@@ -299,6 +318,12 @@ const std::vector<Field>& schema() {
                  range(0, INT32_MAX), "sentences sampled to train SentencePiece; 0 = all"),
       field<std::string>("vocab.cache_dir", "path", HC_ACCESS(vocab.cache_dir), non_empty(),
                          "trained vocabularies are cached here, keyed by inputs and options"),
+  };
+}
+
+// model.*: the Transformer's shape.
+std::vector<Field> model_fields() {
+  return {
       field<int>("model.d_model", "int", HC_ACCESS(model.d_model), range(8, 16384), "model width"),
       field<int>("model.ffn_dim", "int", HC_ACCESS(model.ffn_dim), range(8, 65536),
                  "feed-forward inner width"),
@@ -322,6 +347,12 @@ const std::vector<Field>& schema() {
                   "share source, target and output embeddings (needs vocab.joint)"),
       field<int>("model.max_positions", "int", HC_ACCESS(model.max_positions), range(16, 100000),
                  "longest sequence the sinusoidal positions cover"),
+  };
+}
+
+// train.*: the optimizer, its schedule, evaluation and checkpoints.
+std::vector<Field> train_fields() {
+  return {
       field<int>("train.max_tokens", "int", HC_ACCESS(train.max_tokens), range(16, 10000000),
                  "tokens per batch (sentences x padded length of the longer side)"),
       field<int>("train.update_freq", "int", HC_ACCESS(train.update_freq), range(1, 1024),
@@ -329,8 +360,7 @@ const std::vector<Field>& schema() {
       field<double>("train.lr", "float", HC_ACCESS(train.lr), range(1e-7, 10.0),
                     "peak learning rate (end of warm-up); train.lr_schedule decides what follows"),
       choice_field<LrSchedule>(
-          "train.lr_schedule",
-          HC_ACCESS(train.lr_schedule),
+          "train.lr_schedule", HC_ACCESS(train.lr_schedule),
           "after the warm-up: inverse square root decay, constant (fine-tuning), or "
           "cosine / linear decay to zero at train.max_steps (a converged end within "
           "a fixed budget)"),
@@ -378,6 +408,12 @@ const std::vector<Field>& schema() {
                          "auto | fp32 | bf16: bf16 matrix products with fp32 weights, optimizer, "
                          "loss, norms, softmax and gates (bf16 needs avx512_bf16/AMX on CPU); auto "
                          "= bf16 where the hardware has it (replaces train.bf16)"),
+  };
+}
+
+// decode.*: beam search.
+std::vector<Field> decode_fields() {
+  return {
       field<int>("decode.beam", "int", HC_ACCESS(decode.beam), range(1, 256), "beam size"),
       field<double>("decode.length_penalty", "float", HC_ACCESS(decode.length_penalty),
                     range(0.0, 10.0), "GNMT length penalty alpha; 0 = none"),
@@ -392,6 +428,12 @@ const std::vector<Field>& schema() {
           one_of({"auto", "fp32", "bf16"}),
           "auto | fp32 | bf16 for decoding (translate, eval, dev BLEU, analyses), as "
           "train.precision"),
+  };
+}
+
+// prune.* of L0 pruning: the gates, the penalty and its schedule.
+std::vector<Field> prune_gate_fields() {
+  return {
       field<std::string>("prune.init_from", "path", HC_ACCESS(prune.init_from), any<std::string>(),
                          "converged checkpoint to fine-tune with gates (required by prune)"),
       field<std::vector<std::string>>("prune.attention", "list", HC_ACCESS(prune.attention),
@@ -413,8 +455,7 @@ const std::vector<Field>& schema() {
                                  HC_ACCESS(prune.lambda_values), any<std::vector<double>>(),
                                  "piecewise schedule: values from each change point"),
       choice_field<PenaltyNorm>(
-          "prune.penalty_norm",
-          HC_ACCESS(prune.penalty_norm),
+          "prune.penalty_norm", HC_ACCESS(prune.penalty_norm),
           "sum of P_open over heads (paper) or mean over gated layers (Voita's code)"),
       field<int>("prune.target_heads", "int", HC_ACCESS(prune.target_heads), range(0, 1000000),
                  "keep exactly this many gated heads (Lagrangian target mode); 0 = off"),
@@ -436,6 +477,12 @@ const std::vector<Field>& schema() {
                     "initial log_alpha; >= ln((1-l)/(r-1)) leaves the converged model unchanged"),
       choice_field<GateNoise>("prune.noise", HC_ACCESS(prune.noise),
                               "one gate draw per head per batch, or per head per example"),
+  };
+}
+
+// prune.method and the keys of Fisher pruning.
+std::vector<Field> prune_fisher_fields() {
+  return {
       choice_field<PruneMethod>(
           "prune.method", HC_ACCESS(prune.method),
           "l0 (gated fine-tuning) | fisher (post-training Fisher masks, Kwon et "
@@ -459,14 +506,26 @@ const std::vector<Field>& schema() {
       field<bool>("prune.reconstruct", "bool", HC_ACCESS(prune.reconstruct), any<bool>(),
                   "fisher: refit each pruned layer's output projection by least squares"),
       choice_field<ReconstructMode>(
-          "prune.reconstruct_mode",
-          HC_ACCESS(prune.reconstruct_mode),
+          "prune.reconstruct_mode", HC_ACCESS(prune.reconstruct_mode),
           "fisher: one_pass (refit from the unpruned model's activations) | sequential (layer by "
           "layer from the pruned model's own inputs, toward each layer's unpruned output) | "
           "sequential_stream (the same, toward the unpruned residual stream)"),
       field<double>("prune.ridge", "float", HC_ACCESS(prune.ridge), range(0.0, 1e6),
                     "fisher: ridge of the refit, relative to the mean diagonal of the Gram matrix"),
   };
+}
+
+// Every key, in the order `config show` and error messages list them.
+const std::vector<Field>& schema() {
+  static const std::vector<Field> fields = [] {
+    std::vector<Field> all;
+    for (auto section : {general_fields, thread_fields, data_fields, vocab_fields, model_fields,
+                         train_fields, decode_fields, prune_gate_fields, prune_fisher_fields}) {
+      const std::vector<Field> some = section();
+      all.insert(all.end(), some.begin(), some.end());
+    }
+    return all;
+  }();
   return fields;
 }
 

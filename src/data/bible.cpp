@@ -174,98 +174,117 @@ std::vector<std::string> strong_numbers(std::string_view tag) {
   return out;
 }
 
-}  // namespace
-
-TaggedText osis_to_tagged_text(std::string_view osis) {
+// osis_to_tagged_text's pass over the markup: the text with boundary marks where elements
+// separated words (`raw`) and, per byte, the <w> element it is in (`labels`: an index into
+// `numbers`, or -1).
+struct OsisScan {
   std::string raw;
-  raw.reserve(osis.size());
   std::vector<int> labels;  // per byte of raw: index into `numbers`, or -1
   std::vector<std::vector<std::string>> numbers;
-  std::vector<int> w_stack;  // labels of the open <w> elements
-  auto label = [&] { return w_stack.empty() ? -1 : w_stack.back(); };
-  auto push = [&](char c, int l) {
+  std::vector<int> w_stack;                // labels of the open <w> elements
+  std::vector<std::string> dropped_stack;  // open dropped elements, innermost last
+
+  int label() const { return w_stack.empty() ? -1 : w_stack.back(); }
+  void push(char c, int l) {
     raw.push_back(c);
     labels.push_back(l);
-  };
-  std::vector<std::string> dropped_stack;  // open dropped elements, innermost last
+  }
+};
+
+// A <w> element opened (its Strong's numbers become a label) or closed.
+void scan_w_tag(std::string_view tag, bool closing, OsisScan& s) {
+  if (closing) {
+    if (!s.w_stack.empty()) s.w_stack.pop_back();
+    return;
+  }
+  // A <w> inside another carries the outer one's numbers too.
+  std::vector<std::string> n = s.label() < 0 ? std::vector<std::string>{} : s.numbers[s.label()];
+  for (auto& x : strong_numbers(tag))
+    if (std::find(n.begin(), n.end(), x) == n.end()) n.push_back(std::move(x));
+  s.w_stack.push_back(n.empty() ? -1 : static_cast<int>(s.numbers.size()));
+  if (!n.empty()) s.numbers.push_back(std::move(n));
+}
+
+// One tag (the text between '<' and '>'); false at the end of a chapter or book, which ends the
+// verse.
+bool scan_tag(std::string_view tag, OsisScan& s) {
+  if (tag.empty() || tag[0] == '!' || tag[0] == '?') return true;  // comment, declaration
+  const bool closing = tag[0] == '/';
+  const bool self_closing = !closing && tag.back() == '/';
+  if (closing) tag.remove_prefix(1);
+  size_t name_end = 0;
+  while (name_end < tag.size() && !std::isspace(static_cast<unsigned char>(tag[name_end])) &&
+         tag[name_end] != '/') {
+    ++name_end;
+  }
+  const std::string name(tag.substr(0, name_end));
+  // The end of a chapter or book ends the verse: what a module appends there (the WEB's
+  // glossary after Revelation 22:21, introductions) is not part of it.
+  if (self_closing && s.dropped_stack.empty() && tag.find("eID=") != std::string_view::npos &&
+      (name == "chapter" ||
+       (name == "div" && tag.find("type=\"book\"") != std::string_view::npos))) {
+    return false;
+  }
+  if (!s.dropped_stack.empty()) {
+    // Inside a dropped element: only track nesting of dropped elements.
+    if (is_dropped_element(name) && !self_closing) {
+      if (closing) {
+        if (s.dropped_stack.back() == name) s.dropped_stack.pop_back();
+      } else {
+        s.dropped_stack.push_back(name);
+      }
+    }
+    if (s.dropped_stack.empty()) s.push(kBoundary, -1);
+    return true;
+  }
+  if (name == "w" && !self_closing) scan_w_tag(tag, closing, s);
+  if (is_dropped_element(name)) {
+    if (!closing && !self_closing) s.dropped_stack.push_back(name);
+    s.push(kBoundary, -1);
+  } else if (self_closing || is_block_element(name)) {
+    s.push(kBoundary, -1);
+  }
+  return true;
+}
+
+OsisScan scan_osis(std::string_view osis) {
+  OsisScan s;
+  s.raw.reserve(osis.size());
   size_t i = 0;
   while (i < osis.size()) {
     const char c = osis[i];
     if (c == '<') {
       const size_t end = osis.find('>', i);
       if (end == std::string_view::npos) break;  // truncated tag: ignore the rest
-      std::string_view tag = osis.substr(i + 1, end - i - 1);
+      const std::string_view tag = osis.substr(i + 1, end - i - 1);
       i = end + 1;
-      if (tag.empty() || tag[0] == '!' || tag[0] == '?') continue;  // comment, declaration
-      const bool closing = tag[0] == '/';
-      const bool self_closing = !closing && tag.back() == '/';
-      if (closing) tag.remove_prefix(1);
-      size_t name_end = 0;
-      while (name_end < tag.size() && !std::isspace(static_cast<unsigned char>(tag[name_end])) &&
-             tag[name_end] != '/') {
-        ++name_end;
-      }
-      const std::string name(tag.substr(0, name_end));
-      // The end of a chapter or book ends the verse: what a module appends there (the WEB's
-      // glossary after Revelation 22:21, introductions) is not part of it.
-      if (self_closing && dropped_stack.empty() && tag.find("eID=") != std::string_view::npos &&
-          (name == "chapter" ||
-           (name == "div" && tag.find("type=\"book\"") != std::string_view::npos))) {
-        break;
-      }
-      if (!dropped_stack.empty()) {
-        // Inside a dropped element: only track nesting of dropped elements.
-        if (is_dropped_element(name) && !self_closing) {
-          if (closing) {
-            if (dropped_stack.back() == name) dropped_stack.pop_back();
-          } else {
-            dropped_stack.push_back(name);
-          }
-        }
-        if (dropped_stack.empty()) push(kBoundary, -1);
-        continue;
-      }
-      if (name == "w" && !self_closing) {
-        if (closing) {
-          if (!w_stack.empty()) w_stack.pop_back();
-        } else {
-          // A <w> inside another carries the outer one's numbers too.
-          std::vector<std::string> n = label() < 0 ? std::vector<std::string>{} : numbers[label()];
-          for (auto& x : strong_numbers(tag))
-            if (std::find(n.begin(), n.end(), x) == n.end()) n.push_back(std::move(x));
-          w_stack.push_back(n.empty() ? -1 : static_cast<int>(numbers.size()));
-          if (!n.empty()) numbers.push_back(std::move(n));
-        }
-      }
-      if (is_dropped_element(name)) {
-        if (!closing && !self_closing) dropped_stack.push_back(name);
-        push(kBoundary, -1);
-      } else if (self_closing || is_block_element(name)) {
-        push(kBoundary, -1);
-      }
+      if (!scan_tag(tag, s)) break;
       continue;
     }
-    if (!dropped_stack.empty()) {
+    if (!s.dropped_stack.empty()) {
       ++i;
       continue;
     }
     if (c == '&') {
-      if (const size_t n = decode_entity(osis, i, raw)) {
-        labels.resize(raw.size(), label());
+      if (const size_t n = decode_entity(osis, i, s.raw)) {
+        s.labels.resize(s.raw.size(), s.label());
         i += n;
         continue;
       }
     }
-    push(c == '\n' || c == '\t' || c == '\r' ? ' ' : c, label());
+    s.push(c == '\n' || c == '\t' || c == '\r' ? ' ' : c, s.label());
     ++i;
   }
-  std::vector<int> char_labels;
-  const std::u32string t = finish_text(raw, labels, &char_labels);
-  TaggedText out;
-  out.text = text::to_utf8(text::collapse_spaces(t));
-  // Words are the runs of non-space characters (what collapse_spaces joins with single spaces).
-  // A word carries the numbers of its letters and digits (of all its characters if it has none):
-  // punctuation and symbols do not tag a word.
+  return s;
+}
+
+// The numbers of each word of `t`. Words are the runs of non-space characters (what
+// collapse_spaces joins with single spaces). A word carries the numbers of its letters and digits
+// (of all its characters if it has none): punctuation and symbols do not tag a word.
+std::vector<std::vector<std::string>> word_numbers(
+    const std::u32string& t, const std::vector<int>& char_labels,
+    const std::vector<std::vector<std::string>>& numbers) {
+  std::vector<std::vector<std::string>> out;
   size_t i2 = 0;
   while (i2 < t.size()) {
     while (i2 < t.size() && text::is_py_space(t[i2])) ++i2;
@@ -284,8 +303,20 @@ TaggedText osis_to_tagged_text(std::string_view osis) {
     for (int l : alnum.empty() ? any : alnum)
       for (const auto& n : numbers[l])
         if (std::find(word.begin(), word.end(), n) == word.end()) word.push_back(n);
-    out.word_numbers.push_back(std::move(word));
+    out.push_back(std::move(word));
   }
+  return out;
+}
+
+}  // namespace
+
+TaggedText osis_to_tagged_text(std::string_view osis) {
+  const OsisScan s = scan_osis(osis);
+  std::vector<int> char_labels;
+  const std::u32string t = finish_text(s.raw, s.labels, &char_labels);
+  TaggedText out;
+  out.text = text::to_utf8(text::collapse_spaces(t));
+  out.word_numbers = word_numbers(t, char_labels, s.numbers);
   return out;
 }
 
@@ -478,39 +509,55 @@ struct LinkStatsBuilder {
   }
 };
 
-}  // namespace
+// The verses of one split: the lines of each file, and (dev, test) the gold links.
+struct Split {
+  std::vector<std::string> src, tgt, ref2, keys, tgt_links, ref2_links;
+  std::set<std::string> chapters;
+};
 
-BibleStats build_bible_corpus(const BibleOptions& o) {
+// The verses all three modules have, split by chapter, with the link statistics of dev + test.
+struct HeldOut {
+  std::array<Split, 3> splits;                 // train, dev, test
+  std::array<LinkStatsBuilder, 2> link_stats;  // target (WEB), second reference (KJV)
+};
+
+void check_bible_options(const BibleOptions& o) {
   HC_CHECK(!o.out.empty(), "no output folder given");
   HC_CHECK(o.period > 0 && o.dev_phase >= 0 && o.dev_phase < o.period && o.test_phase >= 0 &&
                o.test_phase < o.period && o.dev_phase != o.test_phase,
            "invalid held-out chapter rule (period {}, dev {}, test {})", o.period, o.dev_phase,
            o.test_phase);
-  {
-    const std::string which = run_command(fmt::format("command -v {} || true", o.mod2imp));
-    HC_CHECK(!which.empty(),
-             "'{}' not found: install SWORD's tools and modules with 'apt-get install "
-             "libsword-utils sword-text-sparv sword-text-web sword-text-kjv'",
-             o.mod2imp);
-  }
-  log::info("reading SWORD modules {}, {}, {}", o.src_module, o.tgt_module, o.ref2_module);
-  const Module src = read_module(o.mod2imp, o.src_module);
-  const Module tgt = read_module(o.mod2imp, o.tgt_module);
-  const Module ref2 = read_module(o.mod2imp, o.ref2_module);
+  const std::string which = run_command(fmt::format("command -v {} || true", o.mod2imp));
+  HC_CHECK(!which.empty(),
+           "'{}' not found: install SWORD's tools and modules with 'apt-get install "
+           "libsword-utils sword-text-sparv sword-text-web sword-text-kjv'",
+           o.mod2imp);
+}
 
-  BibleStats stats;
-  stats.src_entries = src.text.size();
-  stats.tgt_entries = tgt.text.size();
-  stats.ref2_entries = ref2.text.size();
+// The gold links of a held-out verse (`key`, whose target and second reference lines are `tgt_line`
+// and `ref2_line`), and their statistics.
+void add_gold_links(const std::string& key, const std::string& tgt_line,
+                    const std::string& ref2_line, const Module& src, const Module& tgt,
+                    const Module& ref2, Split& sp, HeldOut& h) {
+  const auto& sn = src.numbers.at(key);
+  const auto& tn = tgt.numbers.at(key);
+  const auto& rn = ref2.numbers.at(key);
+  const auto tl = strong_links(sn, tn), rl = strong_links(sn, rn);
+  sp.tgt_links.push_back(format_links(tl));
+  sp.ref2_links.push_back(format_links(rl));
+  std::set<std::string> src_numbers;
+  for (const auto& w : sn) src_numbers.insert(w.begin(), w.end());
+  h.link_stats[0].add(tn, tl, src_numbers);
+  h.link_stats[1].add(rn, rl, src_numbers);
+  h.link_stats[0].add_forms(tgt_line, tn);
+  h.link_stats[1].add_forms(ref2_line, rn);
+}
 
-  // Canonical order: the source module's. Chapters are numbered as they first appear among the
-  // verses that all three modules have.
-  struct Split {
-    std::vector<std::string> src, tgt, ref2, keys, tgt_links, ref2_links;
-    std::set<std::string> chapters;
-  };
-  std::array<Split, 3> splits;                 // train, dev, test
-  std::array<LinkStatsBuilder, 2> link_stats;  // target (WEB), second reference (KJV)
+// Canonical order: the source module's. Chapters are numbered as they first appear among the
+// verses that all three modules have.
+HeldOut split_verses(const BibleOptions& o, const Module& src, const Module& tgt,
+                     const Module& ref2, BibleStats& stats) {
+  HeldOut h;
   std::map<std::string, int> chapter_index;
   std::set<std::string> seen;
   for (const auto& e : src.order) {
@@ -523,30 +570,23 @@ BibleStats build_bible_corpus(const BibleOptions& o) {
     const std::string chapter = fmt::format("{} {}", e.book, e.chapter);
     auto [it, inserted] = chapter_index.emplace(chapter, static_cast<int>(chapter_index.size()));
     const int phase = it->second % o.period;
-    Split& sp = phase == o.dev_phase ? splits[1] : phase == o.test_phase ? splits[2] : splits[0];
+    Split& sp = phase == o.dev_phase    ? h.splits[1]
+                : phase == o.test_phase ? h.splits[2]
+                                        : h.splits[0];
     sp.src.push_back(s->second);
     sp.tgt.push_back(t->second);
     sp.ref2.push_back(r->second);
     sp.keys.push_back(key);
     sp.chapters.insert(chapter);
-    if (&sp != &splits[0]) {
-      const auto& sn = src.numbers.at(key);
-      const auto& tn = tgt.numbers.at(key);
-      const auto& rn = ref2.numbers.at(key);
-      const auto tl = strong_links(sn, tn), rl = strong_links(sn, rn);
-      sp.tgt_links.push_back(format_links(tl));
-      sp.ref2_links.push_back(format_links(rl));
-      std::set<std::string> src_numbers;
-      for (const auto& w : sn) src_numbers.insert(w.begin(), w.end());
-      link_stats[0].add(tn, tl, src_numbers);
-      link_stats[1].add(rn, rl, src_numbers);
-      link_stats[0].add_forms(t->second, tn);
-      link_stats[1].add_forms(r->second, rn);
-    }
+    if (&sp != &h.splits[0]) add_gold_links(key, t->second, r->second, src, tgt, ref2, sp, h);
     ++stats.common;
   }
+  return h;
+}
 
-  const char* names[] = {"train", "dev", "test"};
+// corpus.json up to its splits: where the texts came from and how they were held out.
+nlohmann::ordered_json corpus_info(const BibleOptions& o, const Module& src, const Module& tgt,
+                                   const Module& ref2, const BibleStats& stats) {
   nlohmann::ordered_json info;
   info["name"] = "Spanish-English Bible (headcount default corpus)";
   info["source"] = {{"module", o.src_module}, {"version", src.version}, {"language", "es"}};
@@ -561,7 +601,13 @@ BibleStats build_bible_corpus(const BibleOptions& o) {
       "whole chapters in canonical order, numbered from 0: chapter i goes to dev when i % {} == "
       "{}, to test when i % {} == {}, else to train",
       o.period, o.dev_phase, o.period, o.test_phase);
-  fs::create_directories(o.out);
+  return info;
+}
+
+// Each split's files, its statistics, and its entry in corpus.json.
+void write_splits(const BibleOptions& o, const std::array<Split, 3>& splits, BibleStats& stats,
+                  nlohmann::ordered_json& info) {
+  const char* names[] = {"train", "dev", "test"};
   for (int k = 0; k < 3; ++k) {
     const Split& sp = splits[k];
     BibleSplitStats st;
@@ -584,8 +630,11 @@ BibleStats build_bible_corpus(const BibleOptions& o) {
                                {"es_words", st.src_words},
                                {"en_words", st.tgt_words}};
   }
-  stats.tgt_links = link_stats[0].finish();
-  stats.ref2_links = link_stats[1].finish();
+}
+
+// corpus.json after its splits: the gold links, the files and what made them.
+void finish_corpus_info(const BibleOptions& o, const BibleStats& stats,
+                        nlohmann::ordered_json& info) {
   auto link_json = [](const LinkStats& l) {
     return nlohmann::ordered_json{{"target_words", l.words},
                                   {"linked_share", l.coverage()},
@@ -614,8 +663,11 @@ BibleStats build_bible_corpus(const BibleOptions& o) {
                    "{dev,test}.links: gold word links Spanish -> WEB (Strong's numbers)",
                    "{dev,test}.kjv.links: gold word links Spanish -> KJV (Strong's numbers)"};
   info["made_by"] = fmt::format("headcount data bible (headcount {})", HEADCOUNT_VERSION);
-  io::write_file_atomic(o.out / "corpus.json", info.dump(2) + "\n");
+}
 
+std::string corpus_readme(const BibleOptions& o, const Module& src, const Module& tgt,
+                          const Module& ref2, const BibleStats& stats,
+                          const std::string& held_out_rule) {
   std::string readme = fmt::format(
       "# Spanish-English Bible corpus\n\n"
       "Built by `headcount data bible` from Debian's SWORD modules {} (source, Spanish, version "
@@ -626,7 +678,7 @@ BibleStats build_bible_corpus(const BibleOptions& o) {
       "| split | verses | chapters | Spanish words | English words |\n"
       "| --- | ---: | ---: | ---: | ---: |\n",
       o.src_module, src.version, o.tgt_module, tgt.version, o.ref2_module, ref2.version,
-      stats.common, info["held_out_rule"].get<std::string>());
+      stats.common, held_out_rule);
   for (const auto& st : stats.splits) {
     readme += fmt::format("| {} | {} | {} | {} | {} |\n", st.name, st.verses, st.chapters,
                           st.src_words, st.tgt_words);
@@ -656,7 +708,33 @@ BibleStats build_bible_corpus(const BibleOptions& o) {
       "(hand-made tags score high; the WEB's look machine-projected: Genesis 1:1 tags \"In\" "
       "with H430, *God*).\n";
   readme += "\nThe texts are in the public domain. corpus.json holds the same facts.\n";
-  io::write_file_atomic(o.out / "README.md", readme);
+  return readme;
+}
+
+}  // namespace
+
+BibleStats build_bible_corpus(const BibleOptions& o) {
+  check_bible_options(o);
+  log::info("reading SWORD modules {}, {}, {}", o.src_module, o.tgt_module, o.ref2_module);
+  const Module src = read_module(o.mod2imp, o.src_module);
+  const Module tgt = read_module(o.mod2imp, o.tgt_module);
+  const Module ref2 = read_module(o.mod2imp, o.ref2_module);
+
+  BibleStats stats;
+  stats.src_entries = src.text.size();
+  stats.tgt_entries = tgt.text.size();
+  stats.ref2_entries = ref2.text.size();
+  HeldOut held_out = split_verses(o, src, tgt, ref2, stats);
+  nlohmann::ordered_json info = corpus_info(o, src, tgt, ref2, stats);
+  fs::create_directories(o.out);
+  write_splits(o, held_out.splits, stats, info);
+  stats.tgt_links = held_out.link_stats[0].finish();
+  stats.ref2_links = held_out.link_stats[1].finish();
+  finish_corpus_info(o, stats, info);
+  io::write_file_atomic(o.out / "corpus.json", info.dump(2) + "\n");
+  io::write_file_atomic(
+      o.out / "README.md",
+      corpus_readme(o, src, tgt, ref2, stats, info["held_out_rule"].get<std::string>()));
   return stats;
 }
 

@@ -89,99 +89,152 @@ std::vector<Hypothesis> greedy_search(StepModel& model, const std::vector<int64_
   return out;
 }
 
-std::vector<Hypothesis> beam_search(StepModel& model, const std::vector<int64_t>& max_lens,
-                                    int beam, double alpha) {
-  HC_CHECK(beam >= 1, "beam size must be at least 1, got {}", beam);
-  const int64_t B = static_cast<int64_t>(max_lens.size()), K = beam;
-  std::vector<std::vector<Hypothesis>> finished(B);
-  // The model's rows are the K beams of each sentence still running, row a * K + k for the
-  // a-th of them; a finished sentence's rows are dropped at the next reorder. All beams start
-  // equal; only beam 0 is live at first, so the K first continuations are distinct.
-  std::vector<int64_t> active(B);
-  std::iota(active.begin(), active.end(), 0);
-  std::vector<double> scores(B * K, 0.0);
+namespace {
+
+// The beams of the sentences still running: the model's rows are the K beams of each, row
+// a * K + k for the a-th of them.
+struct BeamState {
+  std::vector<int64_t> active;               // sentence of each group of K rows
+  std::vector<double> scores;                // [A*K] summed log-probabilities
+  std::vector<std::vector<int64_t>> tokens;  // [A*K] outputs so far
+};
+
+// All beams start equal; only beam 0 is live at first, so the K first continuations are
+// distinct.
+BeamState initial_beams(int64_t B, int64_t K) {
+  BeamState s;
+  s.active.resize(B);
+  std::iota(s.active.begin(), s.active.end(), 0);
+  s.scores.assign(B * K, 0.0);
   for (int64_t b = 0; b < B; ++b) {
-    for (int64_t k = 1; k < K; ++k) scores[b * K + k] = -INFINITY;
+    for (int64_t k = 1; k < K; ++k) s.scores[b * K + k] = -INFINITY;
   }
-  std::vector<std::vector<int64_t>> tokens(B * K);
-  // device: cpu (search bookkeeping stays on the host; the StepModel moves it to its device)
-  auto last = torch::full({B * K}, data::kBosId, torch::kInt64);
-  for (int64_t t = 0; !active.empty(); ++t) {
-    const int64_t A = static_cast<int64_t>(active.size()), N = A * K;
-    auto lprobs = model.step(last).to(torch::kCPU).to(torch::kFloat32).contiguous();  // [N, V]
-    const int64_t V = lprobs.size(1);
-    block_specials(lprobs);
-    for (int64_t a = 0; a < A; ++a) {
-      if (t >= max_lens[active[a]]) {
-        // Out of length: only EOS remains.
-        auto rows = lprobs.narrow(0, a * K, K);
-        auto eos = rows.select(1, data::kEosId).clone();
-        rows.fill_(kNegInf);
-        rows.select(1, data::kEosId).copy_(eos);
-      }
+  s.tokens.resize(B * K);
+  return s;
+}
+
+// Rows of sentences out of length: only EOS remains.
+void force_eos_past_length(torch::Tensor& lprobs, const std::vector<int64_t>& active,
+                           const std::vector<int64_t>& max_lens, int64_t t, int64_t K) {
+  for (int64_t a = 0; a < static_cast<int64_t>(active.size()); ++a) {
+    if (t >= max_lens[active[a]]) {
+      auto rows = lprobs.narrow(0, a * K, K);
+      auto eos = rows.select(1, data::kEosId).clone();
+      rows.fill_(kNegInf);
+      rows.select(1, data::kEosId).copy_(eos);
     }
-    // device: cpu (added to lprobs, which were copied to the host above)
-    auto base = torch::tensor(scores, torch::kFloat64).to(torch::kFloat32).view({N, 1});
-    auto cand = (lprobs + base).view({A, K * V});                         // [A, K*V]
-    auto [top_v, top_i] = cand.topk(std::min<int64_t>(2 * K, K * V), 1);  // [A, 2K]
-    auto tv = top_v.accessor<float, 2>();
-    auto ti = top_i.accessor<int64_t, 2>();
-    std::vector<int64_t> still_active, source_rows, new_tokens;
-    std::vector<double> new_scores;
-    for (int64_t a = 0; a < A; ++a) {
-      const int64_t b = active[a];
-      int64_t kept = 0;
-      std::vector<int64_t> rows(K, a * K), toks(K, data::kEosId);
-      std::vector<double> vals(K, -INFINITY);
-      for (int64_t r = 0; r < top_v.size(1) && kept < K; ++r) {
-        const float value = tv[a][r];
-        if (!std::isfinite(value)) break;
-        const int64_t beam_idx = ti[a][r] / V, token = ti[a][r] % V;
-        const int64_t row = a * K + beam_idx;
-        if (token == data::kEosId) {
-          // Only EOS among the K best candidates ends a hypothesis (fairseq's rule), so that
-          // beam 1 is exactly greedy search.
-          if (r < K) {
-            Hypothesis h;
-            h.tokens = tokens[row];
-            h.log_prob = value;
-            h.score = value / length_penalty(t + 1, alpha);
-            finished[b].push_back(std::move(h));
-          }
-          continue;
-        }
-        rows[kept] = row;
-        toks[kept] = token;
-        vals[kept] = value;
-        ++kept;
-      }
-      if (static_cast<int64_t>(finished[b].size()) >= K || t >= max_lens[b]) continue;
-      // Unfilled beams run on dummy input with a score of -inf.
-      still_active.push_back(b);
-      source_rows.insert(source_rows.end(), rows.begin(), rows.end());
-      new_tokens.insert(new_tokens.end(), toks.begin(), toks.end());
-      new_scores.insert(new_scores.end(), vals.begin(), vals.end());
-    }
-    if (still_active.empty()) break;
-    std::vector<std::vector<int64_t>> next_tokens(source_rows.size());
-    for (size_t r = 0; r < source_rows.size(); ++r) {
-      next_tokens[r] = tokens[source_rows[r]];
-      if (std::isfinite(new_scores[r])) next_tokens[r].push_back(new_tokens[r]);
-    }
-    tokens = std::move(next_tokens);
-    scores = std::move(new_scores);
-    active = std::move(still_active);
-    model.reorder(torch::tensor(source_rows, torch::kInt64));  // device: cpu (host row index)
-    last = torch::tensor(new_tokens, torch::kInt64);           // device: cpu (host bookkeeping)
   }
-  std::vector<Hypothesis> out(B);
-  for (int64_t b = 0; b < B; ++b) {
+}
+
+// What one step keeps: the sentences still running and, for each of their K new beams, the row it
+// continues, its new token and its score.
+struct StepChoice {
+  std::vector<int64_t> active, source_rows, tokens;
+  std::vector<double> scores;
+};
+
+// Sentence `a`'s candidates (its row of the top 2K): the K best that do not end continue,
+// unfilled beams on dummy input with a score of -inf; EOS among the K best ends a hypothesis
+// (fairseq's rule), so that beam 1 is exactly greedy search.
+void continue_sentence(int64_t a, const torch::Tensor& top_v, const torch::Tensor& top_i, int64_t V,
+                       int64_t t, int64_t K, double alpha, const BeamState& s,
+                       const std::vector<int64_t>& max_lens,
+                       std::vector<std::vector<Hypothesis>>& finished, StepChoice& c) {
+  const auto tv = top_v.accessor<float, 2>();
+  const auto ti = top_i.accessor<int64_t, 2>();
+  const int64_t b = s.active[a];
+  int64_t kept = 0;
+  std::vector<int64_t> rows(K, a * K), toks(K, data::kEosId);
+  std::vector<double> vals(K, -INFINITY);
+  for (int64_t r = 0; r < top_v.size(1) && kept < K; ++r) {
+    const float value = tv[a][r];
+    if (!std::isfinite(value)) break;
+    const int64_t beam_idx = ti[a][r] / V, token = ti[a][r] % V;
+    const int64_t row = a * K + beam_idx;
+    if (token == data::kEosId) {
+      if (r < K) {
+        Hypothesis h;
+        h.tokens = s.tokens[row];
+        h.log_prob = value;
+        h.score = value / length_penalty(t + 1, alpha);
+        finished[b].push_back(std::move(h));
+      }
+      continue;
+    }
+    rows[kept] = row;
+    toks[kept] = token;
+    vals[kept] = value;
+    ++kept;
+  }
+  if (static_cast<int64_t>(finished[b].size()) >= K || t >= max_lens[b]) return;
+  c.active.push_back(b);
+  c.source_rows.insert(c.source_rows.end(), rows.begin(), rows.end());
+  c.tokens.insert(c.tokens.end(), toks.begin(), toks.end());
+  c.scores.insert(c.scores.end(), vals.begin(), vals.end());
+}
+
+// The top 2K of each sentence's K x V continuations, split into ended and continuing ones.
+StepChoice choose_continuations(const BeamState& s, const torch::Tensor& lprobs,
+                                const std::vector<int64_t>& max_lens, int64_t t, int64_t K,
+                                double alpha, std::vector<std::vector<Hypothesis>>& finished) {
+  const int64_t A = static_cast<int64_t>(s.active.size()), N = A * K, V = lprobs.size(1);
+  // device: cpu (added to lprobs, which were copied to the host)
+  auto base = torch::tensor(s.scores, torch::kFloat64).to(torch::kFloat32).view({N, 1});
+  auto cand = (lprobs + base).view({A, K * V});                         // [A, K*V]
+  auto [top_v, top_i] = cand.topk(std::min<int64_t>(2 * K, K * V), 1);  // [A, 2K]
+  StepChoice c;
+  for (int64_t a = 0; a < A; ++a)
+    continue_sentence(a, top_v, top_i, V, t, K, alpha, s, max_lens, finished, c);
+  return c;
+}
+
+// The beams after a step: each continues its source row's tokens (a dummy beam adds none).
+BeamState next_beams(const BeamState& s, StepChoice& c) {
+  BeamState n;
+  n.tokens.resize(c.source_rows.size());
+  for (size_t r = 0; r < c.source_rows.size(); ++r) {
+    n.tokens[r] = s.tokens[c.source_rows[r]];
+    if (std::isfinite(c.scores[r])) n.tokens[r].push_back(c.tokens[r]);
+  }
+  n.scores = std::move(c.scores);
+  n.active = std::move(c.active);
+  return n;
+}
+
+// The best-scoring finished hypothesis of each sentence.
+std::vector<Hypothesis> best_hypotheses(const std::vector<std::vector<Hypothesis>>& finished) {
+  std::vector<Hypothesis> out(finished.size());
+  for (size_t b = 0; b < finished.size(); ++b) {
     HC_CHECK(!finished[b].empty(), "beam search produced no hypothesis for sentence {}", b);
     out[b] = *std::max_element(
         finished[b].begin(), finished[b].end(),
         [](const Hypothesis& x, const Hypothesis& y) { return x.score < y.score; });
   }
   return out;
+}
+
+}  // namespace
+
+std::vector<Hypothesis> beam_search(StepModel& model, const std::vector<int64_t>& max_lens,
+                                    int beam, double alpha) {
+  HC_CHECK(beam >= 1, "beam size must be at least 1, got {}", beam);
+  const int64_t B = static_cast<int64_t>(max_lens.size()), K = beam;
+  std::vector<std::vector<Hypothesis>> finished(B);
+  // A finished sentence's rows are dropped at the next reorder.
+  BeamState s = initial_beams(B, K);
+  // device: cpu (search bookkeeping stays on the host; the StepModel moves it to its device)
+  auto last = torch::full({B * K}, data::kBosId, torch::kInt64);
+  for (int64_t t = 0; !s.active.empty(); ++t) {
+    auto lprobs = model.step(last).to(torch::kCPU).to(torch::kFloat32).contiguous();  // [N, V]
+    block_specials(lprobs);
+    force_eos_past_length(lprobs, s.active, max_lens, t, K);
+    StepChoice c = choose_continuations(s, lprobs, max_lens, t, K, alpha, finished);
+    if (c.active.empty()) break;
+    s = next_beams(s, c);  // moves the scores and sentences out of c; rows and tokens stay
+    model.reorder(torch::tensor(c.source_rows, torch::kInt64));  // device: cpu (host row index)
+    last = torch::tensor(c.tokens, torch::kInt64);               // device: cpu (host bookkeeping)
+  }
+  return best_hypotheses(finished);
 }
 
 TransformerStepper::TransformerStepper(model::Transformer& model, const torch::Tensor& src,

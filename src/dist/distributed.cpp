@@ -190,29 +190,33 @@ torch::Device process_device(const torch::Device& device, const Environment& env
   return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(env.local_rank));
 }
 
-std::shared_ptr<Communicator> connect(const Environment& e, const torch::Device& device,
-                                      std::chrono::seconds timeout) {
-  // Refused before the rendezvous: every rank fails alike and at once, instead of waiting for
-  // peers that fail too.
+namespace {
+
+// The process group's backend for `device`; refused before the rendezvous where this build has
+// none: every rank fails alike and at once, instead of waiting for peers that fail too.
+std::string checked_backend(const torch::Device& device) {
   const std::string backend = backend_for(device);
-  if (backend.empty()) {
-    const std::string offers = HEADCOUNT_WITH_NCCL && HEADCOUNT_WITH_GLOO ? "Gloo and NCCL"
-                               : HEADCOUNT_WITH_NCCL                      ? "NCCL (CUDA) only"
-                               : HEADCOUNT_WITH_GLOO                      ? "Gloo (CPU) only"
-                                                                          : "neither Gloo nor NCCL";
-    if (device.is_cuda()) {
-      HC_FAIL(
-          "distributed training on CUDA needs a LibTorch built with NCCL (the official CUDA "
-          "LibTorch); this build offers {}: use device: cpu",
-          offers);
-    }
+  if (!backend.empty()) return backend;
+  const std::string offers = HEADCOUNT_WITH_NCCL && HEADCOUNT_WITH_GLOO ? "Gloo and NCCL"
+                             : HEADCOUNT_WITH_NCCL                      ? "NCCL (CUDA) only"
+                             : HEADCOUNT_WITH_GLOO                      ? "Gloo (CPU) only"
+                                                                        : "neither Gloo nor NCCL";
+  if (device.is_cuda()) {
     HC_FAIL(
-        "distributed training on {} needs LibTorch's Gloo process group, whose headers this "
-        "LibTorch lacks (the official wheels ship none); this build offers {}{}",
-        device.str(), offers,
-        HEADCOUNT_WITH_NCCL ? ": use device: cuda (one GPU per process)"
-                            : ": build headcount against Debian's libtorch-dev for CPU training");
+        "distributed training on CUDA needs a LibTorch built with NCCL (the official CUDA "
+        "LibTorch); this build offers {}: use device: cpu",
+        offers);
   }
+  HC_FAIL(
+      "distributed training on {} needs LibTorch's Gloo process group, whose headers this "
+      "LibTorch lacks (the official wheels ship none); this build offers {}{}",
+      device.str(), offers,
+      HEADCOUNT_WITH_NCCL ? ": use device: cuda (one GPU per process)"
+                          : ": build headcount against Debian's libtorch-dev for CPU training");
+}
+
+// The TCPStore every rank meets at (rank 0 serves it).
+c10::intrusive_ptr<c10d::Store> rendezvous(const Environment& e, std::chrono::seconds timeout) {
   c10d::TCPStoreOptions so;
   so.port = static_cast<std::uint16_t>(e.master_port);
   so.isServer = e.rank == 0;
@@ -232,31 +236,42 @@ std::shared_ptr<Communicator> connect(const Environment& e, const torch::Device&
             e.rank, e.world_size, e.master_addr, e.master_port, timeout.count(),
             first_line(ex.what()));
   }
-  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(timeout);
-  auto fail_group = [&](const std::exception& ex) {
-    HC_FAIL("distributed: cannot set up the {} group (rank {} of {}): {}", backend, e.rank,
-            e.world_size, first_line(ex.what()));
-  };
+  return store;
+}
+
+[[noreturn]] void fail_group(const std::string& backend, const Environment& e,
+                             const std::exception& ex) {
+  HC_FAIL("distributed: cannot set up the {} group (rank {} of {}): {}", backend, e.rank,
+          e.world_size, first_line(ex.what()));
+}
+
 #if HEADCOUNT_WITH_NCCL
-  if (device.is_cuda()) {
-    HC_CHECK(device.has_index(), "distributed: NCCL needs this process's GPU, not {}",
-             device.str());
-    // The current device is where NCCL puts its communicator and streams, and where "cuda"
-    // without an index lands: this rank's GPU, not cuda:0 for every rank.
-    c10::cuda::set_device(device.index());
-    auto options = c10d::ProcessGroupNCCL::Options::create();
-    options->timeout = ms;
-    c10::intrusive_ptr<c10d::ProcessGroupNCCL> group;
-    try {
-      group = c10::make_intrusive<c10d::ProcessGroupNCCL>(store, e.rank, e.world_size, options);
-    } catch (const std::exception& ex) {
-      fail_group(ex);
-    }
-    return std::make_shared<GroupCommunicator<c10d::ProcessGroupNCCL>>(store, group, e.rank,
-                                                                       e.world_size, device);
+std::shared_ptr<Communicator> nccl_communicator(const std::string& backend,
+                                                const c10::intrusive_ptr<c10d::Store>& store,
+                                                const Environment& e, const torch::Device& device,
+                                                std::chrono::milliseconds ms) {
+  HC_CHECK(device.has_index(), "distributed: NCCL needs this process's GPU, not {}", device.str());
+  // The current device is where NCCL puts its communicator and streams, and where "cuda"
+  // without an index lands: this rank's GPU, not cuda:0 for every rank.
+  c10::cuda::set_device(device.index());
+  auto options = c10d::ProcessGroupNCCL::Options::create();
+  options->timeout = ms;
+  c10::intrusive_ptr<c10d::ProcessGroupNCCL> group;
+  try {
+    group = c10::make_intrusive<c10d::ProcessGroupNCCL>(store, e.rank, e.world_size, options);
+  } catch (const std::exception& ex) {
+    fail_group(backend, e, ex);
   }
+  return std::make_shared<GroupCommunicator<c10d::ProcessGroupNCCL>>(store, group, e.rank,
+                                                                     e.world_size, device);
+}
 #endif
+
 #if HEADCOUNT_WITH_GLOO
+std::shared_ptr<Communicator> gloo_communicator(const std::string& backend,
+                                                const c10::intrusive_ptr<c10d::Store>& store,
+                                                const Environment& e,
+                                                std::chrono::milliseconds ms) {
   auto options = c10d::ProcessGroupGloo::Options::create(ms);
   const bool loopback = e.master_addr == "127.0.0.1" || e.master_addr == "localhost";
   options->devices.push_back(loopback ? c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1")
@@ -266,13 +281,27 @@ std::shared_ptr<Communicator> connect(const Environment& e, const torch::Device&
   try {
     group = c10::make_intrusive<c10d::ProcessGroupGloo>(store, e.rank, e.world_size, options);
   } catch (const std::exception& ex) {
-    fail_group(ex);
+    fail_group(backend, e, ex);
   }
   return std::make_shared<GroupCommunicator<c10d::ProcessGroupGloo>>(store, group, e.rank,
                                                                      e.world_size);
+}
+#endif
+
+}  // namespace
+
+std::shared_ptr<Communicator> connect(const Environment& e, const torch::Device& device,
+                                      std::chrono::seconds timeout) {
+  const std::string backend = checked_backend(device);
+  const c10::intrusive_ptr<c10d::Store> store = rendezvous(e, timeout);
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(timeout);
+#if HEADCOUNT_WITH_NCCL
+  if (device.is_cuda()) return nccl_communicator(backend, store, e, device, ms);
+#endif
+#if HEADCOUNT_WITH_GLOO
+  return gloo_communicator(backend, store, e, ms);
 #else
   (void)ms;
-  (void)fail_group;
   HC_FAIL("distributed: no process group for {} in this build", device.str());
 #endif
 }

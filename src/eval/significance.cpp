@@ -195,4 +195,32 @@ ScoreFromStats chrf_scorer(const Chrf& chrf) {
   return [&chrf](const std::vector<double>& flat) { return chrf.f_score(flat); };
 }
 
+PairedComparison paired_compare(const BleuOptions& metric, const std::vector<std::string>& baseline,
+                                const std::vector<std::string>& system,
+                                const std::vector<std::vector<std::string>>& refs,
+                                const PairedTestOptions& options) {
+  const Bleu bleu(metric);
+  const auto sb = bleu_segment_stats(bleu, baseline, refs);
+  const auto ss = bleu_segment_stats(bleu, system, refs);
+  PairedComparison c;
+  c.result = paired_test(sb, ss, bleu_scorer(bleu), options);
+  c.name = "BLEU";
+  c.signature = bleu.signature(bleu.last_nrefs());
+  return c;
+}
+
+PairedComparison paired_compare(const ChrfOptions& metric, const std::vector<std::string>& baseline,
+                                const std::vector<std::string>& system,
+                                const std::vector<std::vector<std::string>>& refs,
+                                const PairedTestOptions& options) {
+  const Chrf chrf(metric);
+  const auto sb = chrf_segment_stats(chrf, baseline, refs);
+  const auto ss = chrf_segment_stats(chrf, system, refs);
+  PairedComparison c;
+  c.result = paired_test(sb, ss, chrf_scorer(chrf), options);
+  c.name = chrf.name();
+  c.signature = chrf.signature(chrf.last_nrefs());
+  return c;
+}
+
 }  // namespace headcount::eval

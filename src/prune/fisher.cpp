@@ -19,6 +19,7 @@
 #include "headcount/decode/search.h"
 #include "headcount/model/architecture.h"
 #include "headcount/prune/head_gates.h"
+#include "headcount/prune/outcome.h"
 #include "headcount/run/checkpoint.h"
 #include "headcount/run/run_folder.h"
 
@@ -216,13 +217,148 @@ torch::Tensor feed_forward(Layer& layer, const torch::Tensor& x, bool pre) {
   return sublayer_output(layer->ffn_norm, x, h, pre);
 }
 
-}  // namespace
+// Both residual streams walked sublayer by sublayer over the calibration batches; the pruned
+// model's attention layers refit on the way (reconstruct_sequential).
+class SequentialPass {
+ public:
+  SequentialPass(model::Transformer& pruned, model::Transformer& reference, double ridge,
+                 ReconstructMode mode)
+      : pruned_(pruned),
+        reference_(reference),
+        ridge_(ridge),
+        mode_(mode),
+        pre_(reference->config().pre_norm),
+        width_(reference->config().d_model) {}
 
-int reconstruct_sequential(model::Transformer& pruned, model::Transformer& reference,
-                           const std::vector<data::Example>& examples, int64_t max_tokens,
-                           const torch::Device& device, double ridge, ReconstructMode mode) {
-  HC_CHECK(mode != ReconstructMode::kOnePass, "reconstruct_sequential: mode one_pass");
-  HC_CHECK(!examples.empty(), "sequential reconstruction needs at least one sentence");
+  // The embedded sources of both models, per batch.
+  void embed(const std::vector<data::Example>& examples, int64_t max_tokens,
+             const torch::Device& device) {
+    for (const auto& idx : calibration_batches(examples, max_tokens)) {
+      const data::Batch b = data::collate(examples, idx, device);
+      StreamBatch s;
+      s.tgt_in = b.tgt_in;
+      s.src_bias = model::TransformerImpl::source_bias(b.src);
+      s.self_bias = model::causal_bias(b.tgt_in.size(1), device);
+      s.src_rows = query_rows(b.src);
+      s.tgt_rows = query_rows(b.tgt_in);
+      s.xo = reference_->embed_source(b.src);
+      s.xp = pruned_->embed_source(b.src);
+      batches_.push_back(std::move(s));
+    }
+  }
+
+  // Every layer in forward order; returns the number of attention layers refit.
+  int run() {
+    for (size_t l = 0; l < reference_->encoder_layers.size(); ++l) {
+      auto& r = reference_->encoder_layers[l];
+      auto& p = pruned_->encoder_layers[l];
+      attention({r->self_attn, p->self_attn, r->self_attn_norm, p->self_attn_norm, true, true});
+      feed_forward_both(r, p);
+    }
+    for (auto& s : batches_) {
+      s.mo = pre_ ? reference_->encoder_norm(s.xo) : s.xo;
+      s.mp = pre_ ? pruned_->encoder_norm(s.xp) : s.xp;
+      s.xo = reference_->embed_target(s.tgt_in);
+      s.xp = pruned_->embed_target(s.tgt_in);
+    }
+    for (size_t l = 0; l < reference_->decoder_layers.size(); ++l) {
+      auto& r = reference_->decoder_layers[l];
+      auto& p = pruned_->decoder_layers[l];
+      attention({r->self_attn, p->self_attn, r->self_attn_norm, p->self_attn_norm, false, true});
+      attention(
+          {r->cross_attn, p->cross_attn, r->cross_attn_norm, p->cross_attn_norm, false, false});
+      feed_forward_both(r, p);
+    }
+    return refit_;
+  }
+
+ private:
+  // One attention sublayer of both models: reference (r) and pruned (p).
+  struct Sublayer {
+    model::MultiheadAttention ra, pa;
+    torch::nn::LayerNorm rn, pn;
+    bool encoder, self;
+  };
+
+  torch::Tensor forward(Sublayer& l, StreamBatch& s, bool ref) {
+    const auto q = sublayer_input(ref ? l.rn : l.pn, ref ? s.xo : s.xp, pre_);
+    const auto& bias = l.encoder || !l.self ? s.src_bias : s.self_bias;
+    const auto& memory = l.self ? q : (ref ? s.mo : s.mp);
+    return (ref ? l.ra : l.pa)->forward(q, memory, bias);
+  }
+
+  // Refits `l.pa` when it has lost heads, then moves both streams past the sublayer.
+  void attention(Sublayer l) {
+    std::vector<torch::Tensor> ho;
+    for (auto& s : batches_) ho.push_back(forward(l, s, true));
+    // The pruned layer's merged head outputs per batch, kept to apply the refit W_o to them.
+    std::vector<torch::Tensor> zp;
+    if (l.pa->num_heads() < l.ra->num_heads()) zp = refit(l, ho);
+    for (size_t i = 0; i < batches_.size(); ++i) {
+      auto& s = batches_[i];
+      // A refit layer's new output from its recorded heads, as its forward computes it.
+      const auto hp = zp.empty() || l.pa->num_heads() == 0
+                          ? forward(l, s, false)
+                          : torch::linear(zp[i], l.pa->out_proj_weight, l.pa->out_proj_bias);
+      s.xo = sublayer_output(l.rn, s.xo, ho[i], pre_);
+      s.xp = sublayer_output(l.pn, s.xp, hp, pre_);
+    }
+  }
+
+  // The ridge refit of `l.pa`'s W_o and bias toward the reference outputs `ho`; returns the
+  // pruned layer's merged head outputs per batch.
+  std::vector<torch::Tensor> refit(Sublayer& l, const std::vector<torch::Tensor>& ho) {
+    auto& pa = l.pa;
+    const int64_t k = pa->num_heads() * pa->head_dim();
+    // Normal equations in double on the host, as in calibrate(): z and y are copied there.
+    auto a = torch::zeros({k + 1, k + 1}, torch::kDouble);   // device: cpu (host accumulator)
+    auto c = torch::zeros({k + 1, width_}, torch::kDouble);  // device: cpu (host accumulator)
+    pa->set_record(true);
+    struct RecordOff {  // also when a forward throws
+      model::MultiheadAttention a;
+      ~RecordOff() { a->set_record(false); }
+    } record_off{pa};
+    std::vector<torch::Tensor> zp;
+    for (size_t i = 0; i < batches_.size(); ++i) {
+      auto& s = batches_[i];
+      const auto& rows = l.encoder ? s.src_rows : s.tgt_rows;
+      forward(l, s, false);
+      zp.push_back(k > 0 ? merged_heads(pa->last_head_outputs())
+                         : s.xp.new_empty({s.xp.size(0), s.xp.size(1), 0}));
+      const auto z = design_rows(zp.back(), rows);
+      auto y = mode_ == ReconstructMode::kSequentialStream ? ho[i] + s.xo - s.xp : ho[i];
+      y = y.reshape({-1, width_}).index_select(0, rows).to(torch::kDouble).cpu();
+      a += z.t().matmul(z);
+      c += z.t().matmul(y);
+    }
+    const auto sol = ridge_solve(a, c, ridge_);  // [k+1, D]
+    if (k > 0)  // a layer left without heads has no W_o, only its bias
+      pa->out_proj_weight.copy_(sol.slice(0, 0, k).t().to(pa->out_proj_weight.options()));
+    pa->out_proj_bias.copy_(sol[k].to(pa->out_proj_bias.options()));
+    ++refit_;
+    return zp;
+  }
+
+  template <typename Layer>
+  void feed_forward_both(Layer& r, Layer& p) {
+    for (auto& s : batches_) {
+      s.xo = feed_forward(r, s.xo, pre_);
+      s.xp = feed_forward(p, s.xp, pre_);
+    }
+  }
+
+  model::Transformer& pruned_;
+  model::Transformer& reference_;
+  const double ridge_;
+  const ReconstructMode mode_;
+  const bool pre_;
+  const int64_t width_;
+  std::vector<StreamBatch> batches_;
+  int refit_ = 0;
+};
+
+// `pruned` has the layers of `reference`, each with at most its heads of the same width.
+void check_pruned_copy(model::Transformer& pruned, model::Transformer& reference) {
   HC_CHECK(pruned->encoder_layers.size() == reference->encoder_layers.size() &&
                pruned->decoder_layers.size() == reference->decoder_layers.size(),
            "sequential reconstruction: the pruned model has other layers than the reference");
@@ -236,109 +372,23 @@ int reconstruct_sequential(model::Transformer& pruned, model::Transformer& refer
                HeadGatesImpl::key(type, static_cast<int>(i)), p[i]->num_heads(), p[i]->head_dim(),
                r[i]->num_heads(), r[i]->head_dim());
   }
+}
+
+}  // namespace
+
+int reconstruct_sequential(model::Transformer& pruned, model::Transformer& reference,
+                           const std::vector<data::Example>& examples, int64_t max_tokens,
+                           const torch::Device& device, double ridge, ReconstructMode mode) {
+  HC_CHECK(mode != ReconstructMode::kOnePass, "reconstruct_sequential: mode one_pass");
+  HC_CHECK(!examples.empty(), "sequential reconstruction needs at least one sentence");
+  check_pruned_copy(pruned, reference);
   torch::NoGradGuard no_grad;
   const bool pruned_training = pruned->is_training(), reference_training = reference->is_training();
   pruned->eval();
   reference->eval();
-  const bool pre = reference->config().pre_norm;
-  const int64_t width = reference->config().d_model;
-
-  std::vector<StreamBatch> batches;
-  for (const auto& idx : calibration_batches(examples, max_tokens)) {
-    const data::Batch b = data::collate(examples, idx, device);
-    StreamBatch s;
-    s.tgt_in = b.tgt_in;
-    s.src_bias = model::TransformerImpl::source_bias(b.src);
-    s.self_bias = model::causal_bias(b.tgt_in.size(1), device);
-    s.src_rows = query_rows(b.src);
-    s.tgt_rows = query_rows(b.tgt_in);
-    s.xo = reference->embed_source(b.src);
-    s.xp = pruned->embed_source(b.src);
-    batches.push_back(std::move(s));
-  }
-
-  int refit = 0;
-  // One attention sublayer: refits `pa` when it has lost heads, then moves both streams past it.
-  const auto attention = [&](model::MultiheadAttention ra, model::MultiheadAttention pa,
-                             torch::nn::LayerNorm rn, torch::nn::LayerNorm pn, bool encoder,
-                             bool self) {
-    const auto query = [&](StreamBatch& s, bool ref) {
-      return sublayer_input(ref ? rn : pn, ref ? s.xo : s.xp, pre);
-    };
-    const auto run = [&](StreamBatch& s, bool ref) {
-      const auto q = query(s, ref);
-      const auto& bias = encoder || !self ? s.src_bias : s.self_bias;
-      const auto& memory = self ? q : (ref ? s.mo : s.mp);
-      return (ref ? ra : pa)->forward(q, memory, bias);
-    };
-    std::vector<torch::Tensor> ho;
-    for (auto& s : batches) ho.push_back(run(s, true));
-    // The pruned layer's merged head outputs per batch, kept to apply the refit W_o to them.
-    std::vector<torch::Tensor> zp;
-    if (pa->num_heads() < ra->num_heads()) {
-      const int64_t k = pa->num_heads() * pa->head_dim();
-      // Normal equations in double on the host, as in calibrate(): z and y are copied there.
-      auto a = torch::zeros({k + 1, k + 1}, torch::kDouble);  // device: cpu (host accumulator)
-      auto c = torch::zeros({k + 1, width}, torch::kDouble);  // device: cpu (host accumulator)
-      pa->set_record(true);
-      struct RecordOff {  // also when a forward throws
-        model::MultiheadAttention a;
-        ~RecordOff() { a->set_record(false); }
-      } record_off{pa};
-      for (size_t i = 0; i < batches.size(); ++i) {
-        auto& s = batches[i];
-        const auto& rows = encoder ? s.src_rows : s.tgt_rows;
-        run(s, false);
-        zp.push_back(k > 0 ? merged_heads(pa->last_head_outputs())
-                           : s.xp.new_empty({s.xp.size(0), s.xp.size(1), 0}));
-        const auto z = design_rows(zp.back(), rows);
-        auto y = mode == ReconstructMode::kSequentialStream ? ho[i] + s.xo - s.xp : ho[i];
-        y = y.reshape({-1, width}).index_select(0, rows).to(torch::kDouble).cpu();
-        a += z.t().matmul(z);
-        c += z.t().matmul(y);
-      }
-      const auto sol = ridge_solve(a, c, ridge);  // [k+1, D]
-      if (k > 0)  // a layer left without heads has no W_o, only its bias
-        pa->out_proj_weight.copy_(sol.slice(0, 0, k).t().to(pa->out_proj_weight.options()));
-      pa->out_proj_bias.copy_(sol[k].to(pa->out_proj_bias.options()));
-      ++refit;
-    }
-    for (size_t i = 0; i < batches.size(); ++i) {
-      auto& s = batches[i];
-      // A refit layer's new output from its recorded heads, as its forward computes it.
-      const auto hp = zp.empty() || pa->num_heads() == 0
-                          ? run(s, false)
-                          : torch::linear(zp[i], pa->out_proj_weight, pa->out_proj_bias);
-      s.xo = sublayer_output(rn, s.xo, ho[i], pre);
-      s.xp = sublayer_output(pn, s.xp, hp, pre);
-    }
-  };
-
-  for (size_t l = 0; l < reference->encoder_layers.size(); ++l) {
-    auto& r = reference->encoder_layers[l];
-    auto& p = pruned->encoder_layers[l];
-    attention(r->self_attn, p->self_attn, r->self_attn_norm, p->self_attn_norm, true, true);
-    for (auto& s : batches) {
-      s.xo = feed_forward(r, s.xo, pre);
-      s.xp = feed_forward(p, s.xp, pre);
-    }
-  }
-  for (auto& s : batches) {
-    s.mo = pre ? reference->encoder_norm(s.xo) : s.xo;
-    s.mp = pre ? pruned->encoder_norm(s.xp) : s.xp;
-    s.xo = reference->embed_target(s.tgt_in);
-    s.xp = pruned->embed_target(s.tgt_in);
-  }
-  for (size_t l = 0; l < reference->decoder_layers.size(); ++l) {
-    auto& r = reference->decoder_layers[l];
-    auto& p = pruned->decoder_layers[l];
-    attention(r->self_attn, p->self_attn, r->self_attn_norm, p->self_attn_norm, false, true);
-    attention(r->cross_attn, p->cross_attn, r->cross_attn_norm, p->cross_attn_norm, false, false);
-    for (auto& s : batches) {
-      s.xo = feed_forward(r, s.xo, pre);
-      s.xp = feed_forward(p, s.xp, pre);
-    }
-  }
+  SequentialPass pass(pruned, reference, ridge, mode);
+  pass.embed(examples, max_tokens, device);
+  const int refit = pass.run();
   if (pruned_training) pruned->train();
   if (reference_training) reference->train();
   return refit;
@@ -449,40 +499,6 @@ std::vector<bool> rearrange_layer(const torch::Tensor& fisher_block, int64_t kee
 
 namespace {
 
-// The run: a Trainer for its data, vocabulary, model loading and dev evaluation; it never trains.
-class FisherRun : public train::Trainer {
- public:
-  using Trainer::Trainer;
-  void run_fisher();
-
- private:
-  std::vector<std::vector<int>> latency_sources() const;
-  // Seconds per output token of decoding `sources`.
-  double decode_seconds(model::Transformer& m, const std::vector<std::vector<int>>& sources);
-};
-
-std::vector<std::vector<int>> FisherRun::latency_sources() const {
-  std::vector<std::vector<int>> out;
-  for (size_t i = 0; i < dev_.size() && i < 100; ++i) out.push_back(dev_[i].src);
-  return out;
-}
-
-double FisherRun::decode_seconds(model::Transformer& m,
-                                 const std::vector<std::vector<int>>& sources) {
-  torch::NoGradGuard no_grad;
-  m->eval();
-  auto options = decode::SearchOptions::from(config_.decode);
-  const auto t = Clock::now();
-  const auto out = decode::translate_ids(m, sources, options, config_.decode.batch_size, device_);
-  const double seconds = seconds_since(t);
-  // Per output token: a model without a whole attention type writes outputs of other lengths
-  // (measured: the Bible baseline without decoder self-attention writes longer ones), which
-  // would otherwise read as a cost of the type's heads.
-  size_t tokens = 0;
-  for (const auto& o : out) tokens += o.size() + 1;
-  return seconds / static_cast<double>(std::max<size_t>(tokens, 1));
-}
-
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0 : v[v.size() / 2];
@@ -499,186 +515,326 @@ std::map<std::string, torch::Tensor> values_without(const model::Architecture& a
   return values;
 }
 
-void FisherRun::run_fisher() {
-  const fs::path run = options_.run_dir;
+int64_t parameter_count(const model::Transformer& m) {
+  int64_t n = 0;
+  for (const auto& t : m->parameters()) n += t.numel();
+  return n;
+}
+
+// One prunable head and its diagonal Fisher.
+struct Head {
+  model::AttentionType type;
+  int layer;
+  int64_t head;
+  double fisher;
+};
+
+// The search budget and its record in pruning.json.
+struct Budget {
+  SearchBudget search;
+  nlohmann::ordered_json json;
+};
+
+// Keep flags per layer key.
+using KeepMap = std::map<std::string, std::vector<bool>>;
+
+// What stages 1 to 5 leave.
+struct PruneResult {
+  CalibrationStats stats;
+  std::vector<Head> all;  // every prunable head
+  Budget budget;
+  KeepMap keep;
+  int rearranged = 0, refit = 0;
+  model::Transformer pruned{nullptr};
+};
+
+// A post-training method beside the TrainingExtension: it loads the run's inputs through the
+// library (train::load_training_inputs), never trains, and writes the run folder's records through
+// prune/outcome.h. The steps of run() follow the stages of fisher.h.
+class FisherPruning {
+ public:
+  FisherPruning(Config config, train::TrainOptions options)
+      : config_(std::move(config)), options_(std::move(options)), folder_{options_.run_dir} {}
+  void run();
+
+ private:
+  bool finished() const;
+  void start();
+  train::EvalResult evaluate_unpruned();
+  PruneResult prune_model();
+  std::vector<data::Example> calibration_sentences() const;
+  std::vector<Head> head_scores(const CalibrationStats& stats) const;
+  Budget make_budget(const std::vector<Head>& all);
+  Budget head_count_budget(const std::vector<Head>& all) const;
+  Budget cost_budget();
+  // Decoding seconds of the full model (`total`) and of it without each gated type's heads.
+  nlohmann::ordered_json measure_latency(std::map<model::AttentionType, double>& without,
+                                         double& total);
+  KeepMap keep_top(const std::vector<Head>& all, const SearchBudget& budget) const;
+  int rearrange(KeepMap& keep, const CalibrationStats& stats) const;
+  int refit_one_pass(const KeepMap& keep, const CalibrationStats& stats);
+  model::Transformer build_pruned(const KeepMap& keep, const std::vector<data::Example>& calib,
+                                  int& refit);
+  train::EvalResult evaluate_pruned(model::Transformer& pruned);
+  std::string write_head_removal(const std::vector<Head>& all, const KeepMap& keep,
+                                 double& removed_fisher) const;
+  PruneOutcome outcome(const PruneResult& r, double removed_fisher) const;
+  void write_records(const PruneOutcome& o, const std::string& csv);
+
+  std::vector<std::vector<int>> latency_sources() const;
+  // Seconds per output token of decoding `sources`.
+  double decode_seconds(model::Transformer& m, const std::vector<std::vector<int>>& sources);
+  double decode_flops(const model::Architecture& a) const;
+
+  const Config config_;
+  const train::TrainOptions options_;
+  const run::RunFolder folder_;
+  train::TrainingInputs inputs_;
+  std::vector<model::AttentionType> types_;  // gated
+  model::Architecture before_;
+  int64_t params_before_ = 0;
+  std::vector<int64_t> src_len_, out_len_;  // of the first 500 dev sentences, for decode FLOPs
+  FisherSeconds seconds_;
+  double dev_bleu_start_ = 0, dev_bleu_end_ = 0;
+};
+
+bool FisherPruning::finished() const {
   std::error_code ec;
-  if (fs::exists(run::RunFolder{run}.summary(), ec)) {
-    log::info("{} is finished (summary.json): nothing to do", run.string());
-    return;
-  }
-  const auto& p = config_.prune;
-  init();
+  if (!fs::exists(folder_.summary(), ec)) return false;
+  log::info("{} is finished (summary.json): nothing to do", options_.run_dir.string());
+  return true;
+}
+
+void FisherPruning::start() {
+  inputs_ = train::load_training_inputs(config_, options_);
   // An unfinished run starts over (minutes): its event log first, so that the folder is a run's
   // before config.yaml is.
-  io::write_file_atomic(run::RunFolder{run}.metrics(), "");
-  save_config(config_, run::RunFolder{run}.config());
-  const auto types = gated_types(p);
-  const model::Architecture before = model_->architecture();
-  int64_t params_before = 0;
-  for (const auto& t : model_->parameters()) params_before += t.numel();
+  io::write_file_atomic(folder_.metrics(), "");
+  save_config(config_, folder_.config());
+  types_ = gated_types(config_.prune);
+  before_ = inputs_.model->architecture();
+  params_before_ = parameter_count(inputs_.model);
+  for (size_t i = 0; i < inputs_.dev.size() && i < 500; ++i) {
+    src_len_.push_back(static_cast<int64_t>(inputs_.dev[i].src.size()) + 1);
+    out_len_.push_back(static_cast<int64_t>(inputs_.dev[i].tgt.size()) + 1);
+  }
+}
 
-  // Dev BLEU of the unpruned model (not part of the pruning time).
-  auto t_eval = Clock::now();
-  const auto r0 = evaluate();
-  double eval_seconds = seconds_since(t_eval);
-  log_metrics({{"event", "eval"},
-               {"step", 0},
-               {"dev_loss", r0.loss},
-               {"dev_bleu", r0.bleu},
-               {"dev_chrf", r0.chrf}});
-  log::info("fisher: unpruned dev BLEU {:.2f} chrF {:.2f} ({} sentences)", r0.bleu, r0.chrf,
-            r0.sentences);
-
+void FisherPruning::run() {
+  if (finished()) return;
+  start();
+  dev_bleu_start_ = evaluate_unpruned().bleu;
   const auto t_all = Clock::now();
-  // 1. Calibration sentences: N training pairs drawn with the run's seed.
-  std::vector<size_t> order(train_.size());
+  PruneResult r = prune_model();
+  seconds_.pruning = seconds_since(t_all);
+  log::info("fisher: heads {} -> {} in {:.1f} s (calibration {:.1f} s on {} sentences)",
+            before_.summary(), r.pruned->architecture().summary(), seconds_.pruning,
+            seconds_.calibration, r.stats.sentences);
+  dev_bleu_end_ = evaluate_pruned(r.pruned).bleu;
+  double removed_fisher = 0;
+  const std::string csv = write_head_removal(r.all, r.keep, removed_fisher);
+  write_records(outcome(r, removed_fisher), csv);
+}
+
+PruneResult FisherPruning::prune_model() {
+  const auto& p = config_.prune;
+  PruneResult r;
+  // 1. Calibration.
+  const auto calib = calibration_sentences();
+  const bool one_pass_refit = p.reconstruct && p.reconstruct_mode == ReconstructMode::kOnePass;
+  auto t = Clock::now();
+  r.stats = calibrate(inputs_.model, calib, types_, config_.train.max_tokens, inputs_.device,
+                      one_pass_refit);
+  seconds_.calibration = seconds_since(t);
+  // 2. Budget and search.
+  t = Clock::now();
+  r.all = head_scores(r.stats);
+  r.budget = make_budget(r.all);
+  r.keep = keep_top(r.all, r.budget.search);
+  seconds_.search = seconds_since(t);
+  // 3. Rearrangement within layers.
+  t = Clock::now();
+  r.rearranged = rearrange(r.keep, r.stats);
+  seconds_.rearrange = seconds_since(t);
+  // 4. Reconstruction of every layer that lost a head (one pass; sequential in build_pruned).
+  t = Clock::now();
+  r.refit = one_pass_refit ? refit_one_pass(r.keep, r.stats) : 0;
+  seconds_.reconstruct = seconds_since(t);
+  // 5. The physically smaller model.
+  r.pruned = build_pruned(r.keep, calib, r.refit);
+  return r;
+}
+
+train::EvalResult FisherPruning::evaluate_unpruned() {
+  // Not part of the pruning time.
+  const auto t = Clock::now();
+  const auto r = train::evaluate_dev(inputs_.model, inputs_, config_);
+  seconds_.dev_evaluations += seconds_since(t);
+  run::append_jsonl(folder_.metrics(), nlohmann::json{{"event", "eval"},
+                                                      {"step", 0},
+                                                      {"dev_loss", r.loss},
+                                                      {"dev_bleu", r.bleu},
+                                                      {"dev_chrf", r.chrf}});
+  log::info("fisher: unpruned dev BLEU {:.2f} chrF {:.2f} ({} sentences)", r.bleu, r.chrf,
+            r.sentences);
+  return r;
+}
+
+// N training pairs drawn with the run's seed.
+std::vector<data::Example> FisherPruning::calibration_sentences() const {
+  const auto& p = config_.prune;
+  std::vector<size_t> order(inputs_.train.size());
   std::iota(order.begin(), order.end(), size_t{0});
   std::mt19937_64 rng(static_cast<uint64_t>(config_.seed));
   std::shuffle(order.begin(), order.end(), rng);
   std::vector<data::Example> calib;
   for (size_t i = 0;
        i < order.size() && calib.size() < static_cast<size_t>(p.calibration_sentences); ++i)
-    calib.push_back(train_[order[i]]);
+    calib.push_back(inputs_.train[order[i]]);
   if (calib.size() < static_cast<size_t>(p.calibration_sentences))
     log::warn("fisher: prune.calibration_sentences is {}, the training set has {}",
               p.calibration_sentences, calib.size());
-  const bool one_pass_refit = p.reconstruct && p.reconstruct_mode == ReconstructMode::kOnePass;
-  auto t = Clock::now();
-  const auto stats =
-      calibrate(model_, calib, types, config_.train.max_tokens, device_, one_pass_refit);
-  const double calib_seconds = seconds_since(t);
+  return calib;
+}
 
-  // 2. Budget and search.
-  t = Clock::now();
-  std::map<model::AttentionType, std::vector<double>> scores;
-  struct Head {
-    model::AttentionType type;
-    int layer;
-    int64_t head;
-    double fisher;
-  };
+std::vector<Head> FisherPruning::head_scores(const CalibrationStats& stats) const {
   std::vector<Head> all;
-  for (auto type : types) {
-    const auto& heads = before.heads(type);
+  for (auto type : types_) {
+    const auto& heads = before_.heads(type);
     for (size_t l = 0; l < heads.size(); ++l) {
       if (heads[l] == 0) continue;
       const auto diag = stats.fisher.at(HeadGatesImpl::key(type, static_cast<int>(l))).diagonal();
-      for (int64_t h = 0; h < heads[l]; ++h) {
+      for (int64_t h = 0; h < heads[l]; ++h)
         all.push_back({type, static_cast<int>(l), h, diag[h].item<double>()});
-        scores[type].push_back(diag[h].item<double>());
-      }
     }
   }
   HC_CHECK(!all.empty(), "prune.attention ({}) names no attention type with heads",
-           fmt::join(p.attention, ", "));
-  SearchBudget budget;
-  nlohmann::ordered_json budget_json;
-  std::vector<int64_t> src_len, out_len;
-  for (size_t i = 0; i < dev_.size() && i < 500; ++i) {
-    src_len.push_back(static_cast<int64_t>(dev_[i].src.size()) + 1);
-    out_len.push_back(static_cast<int64_t>(dev_[i].tgt.size()) + 1);
-  }
-  const auto flops = [&](const model::Architecture& a) {
-    return model::decode_flops(a, config_.model, tgt_vocab_->size(), src_len, out_len,
-                               config_.decode.beam);
-  };
-  const double flops_before = flops(before);
-  nlohmann::ordered_json latency_json;
+           fmt::join(config_.prune.attention, ", "));
+  return all;
+}
+
+Budget FisherPruning::make_budget(const std::vector<Head>& all) {
+  const auto& p = config_.prune;
+  if (p.target_heads > 0 || !p.target_heads_per_type.empty()) return head_count_budget(all);
+  return cost_budget();
+}
+
+// prune.target_heads, or prune.target_heads_per_type.
+Budget FisherPruning::head_count_budget(const std::vector<Head>& all) const {
+  const auto& p = config_.prune;
+  Budget budget;
   if (p.target_heads > 0) {
-    budget.exact_total = p.target_heads;
+    budget.search.exact_total = p.target_heads;
     HC_CHECK(p.target_heads <= static_cast<int64_t>(all.size()),
              "prune.target_heads is {}, but the gated types ({}) have {} heads", p.target_heads,
              fmt::join(p.attention, ", "), all.size());
-    budget_json = {{"target_heads", p.target_heads}};
-  } else if (!p.target_heads_per_type.empty()) {
-    const model::AttentionType order3[] = {model::AttentionType::kEncSelf,
-                                           model::AttentionType::kDecSelf,
-                                           model::AttentionType::kEncDec};
-    for (size_t i = 0; i < 3; ++i) {
-      const auto n = static_cast<int64_t>(p.target_heads_per_type[i]);
-      const bool gated = std::find(types.begin(), types.end(), order3[i]) != types.end();
-      HC_CHECK(gated ? n <= before.total(order3[i]) : n == before.total(order3[i]),
-               "prune.target_heads_per_type: {} {} heads, but the model has {}{}", n,
-               model::attention_name(order3[i]), before.total(order3[i]),
-               gated ? "" : " and the type is not in prune.attention (it keeps them all)");
-      if (gated) budget.exact_per_type[order3[i]] = n;
-    }
-    budget_json = {{"target_heads_per_type", p.target_heads_per_type}};
-  } else {
-    // A linear cost per head of each gated type: FLOPs by formula, or latency measured here.
-    const bool latency = p.latency_fraction > 0;
-    std::map<model::AttentionType, double> full_cost, without;
-    double total = 0;
-    if (!latency) {
-      total = flops_before;
-      for (auto type : types) {
-        model::Architecture a = before;
-        for (auto& n : a.heads(type)) n = 0;
-        without[type] = flops(a);
-      }
-    } else {
-      torch::NoGradGuard no_grad;
-      const auto sources = latency_sources();
-      std::vector<std::pair<model::AttentionType, model::Transformer>> variants;
-      for (auto type : types)
-        variants.emplace_back(type, prune_heads(model_, values_without(before, type)));
-      decode_seconds(model_, sources);  // warm-up
-      std::vector<double> full_t;
-      std::map<model::AttentionType, std::vector<double>> var_t;
-      for (int rep = 0; rep < 3; ++rep) {  // alternating, median of three
-        full_t.push_back(decode_seconds(model_, sources));
-        for (auto& [type, m] : variants) var_t[type].push_back(decode_seconds(m, sources));
-      }
-      // Seconds per output token, scaled to the full model's output.
-      size_t full_tokens = 0;
-      {
-        auto options = decode::SearchOptions::from(config_.decode);
-        for (const auto& o :
-             decode::translate_ids(model_, sources, options, config_.decode.batch_size, device_))
-          full_tokens += o.size() + 1;
-      }
-      for (auto& x : full_t) x *= static_cast<double>(full_tokens);
-      for (auto& [type, v] : var_t)
-        for (auto& x : v) x *= static_cast<double>(full_tokens);
-      total = median(full_t);
-      for (auto type : types) without[type] = median(var_t[type]);
-      for (auto type : types)
-        if (without[type] >= total)
-          log::warn(
-              "fisher: decoding without the {} heads measured no faster ({:.3f} s against "
-              "{:.3f} s): their latency cost is taken as 0",
-              model::attention_name(type), without[type], total);
-      latency_json = {{"sentences", sources.size()},
-                      {"beam", config_.decode.beam},
-                      {"full_output_tokens", full_tokens},
-                      {"note", "seconds per output token x the full model's output tokens"},
-                      {"full_seconds", total},
-                      {"full_seconds_runs", full_t}};
-      for (auto type : types)
-        latency_json[fmt::format("without_{}_seconds", model::attention_name(type))] =
-            without[type];
-    }
-    double fixed = total;
-    for (auto type : types) {
-      const auto n = static_cast<double>(before.total(type));
-      budget.cost[type] = std::max(0.0, (total - without[type]) / n);
-      fixed -= budget.cost[type] * n;
-    }
-    budget.fixed = fixed;
-    const double fraction = latency ? p.latency_fraction : p.flops_fraction;
-    budget.limit = fraction * total;
-    budget_json = {{latency ? "latency_fraction" : "flops_fraction", fraction},
-                   {"total", total},
-                   {"fixed", fixed},
-                   {"limit", budget.limit}};
-    for (const auto& [type, c] : budget.cost)
-      budget_json[fmt::format("cost_per_{}_head", model::attention_name(type))] = c;
-    if (latency) budget_json["latency_measurement"] = latency_json;
+    budget.json = {{"target_heads", p.target_heads}};
+    return budget;
   }
+  const model::AttentionType order3[] = {model::AttentionType::kEncSelf,
+                                         model::AttentionType::kDecSelf,
+                                         model::AttentionType::kEncDec};
+  for (size_t i = 0; i < 3; ++i) {
+    const auto n = static_cast<int64_t>(p.target_heads_per_type[i]);
+    const bool gated = std::find(types_.begin(), types_.end(), order3[i]) != types_.end();
+    HC_CHECK(gated ? n <= before_.total(order3[i]) : n == before_.total(order3[i]),
+             "prune.target_heads_per_type: {} {} heads, but the model has {}{}", n,
+             model::attention_name(order3[i]), before_.total(order3[i]),
+             gated ? "" : " and the type is not in prune.attention (it keeps them all)");
+    if (gated) budget.search.exact_per_type[order3[i]] = n;
+  }
+  budget.json = {{"target_heads_per_type", p.target_heads_per_type}};
+  return budget;
+}
+
+// A linear cost per head of each gated type: FLOPs by formula, or latency measured here.
+Budget FisherPruning::cost_budget() {
+  const auto& p = config_.prune;
+  const bool latency = p.latency_fraction > 0;
+  std::map<model::AttentionType, double> without;
+  double total = 0;
+  nlohmann::ordered_json latency_json;
+  if (!latency) {
+    total = decode_flops(before_);
+    for (auto type : types_) {
+      model::Architecture a = before_;
+      for (auto& n : a.heads(type)) n = 0;
+      without[type] = decode_flops(a);
+    }
+  } else {
+    latency_json = measure_latency(without, total);
+  }
+  Budget budget;
+  double fixed = total;
+  for (auto type : types_) {
+    const auto n = static_cast<double>(before_.total(type));
+    budget.search.cost[type] = std::max(0.0, (total - without[type]) / n);
+    fixed -= budget.search.cost[type] * n;
+  }
+  budget.search.fixed = fixed;
+  const double fraction = latency ? p.latency_fraction : p.flops_fraction;
+  budget.search.limit = fraction * total;
+  budget.json = {{latency ? "latency_fraction" : "flops_fraction", fraction},
+                 {"total", total},
+                 {"fixed", fixed},
+                 {"limit", budget.search.limit}};
+  for (const auto& [type, c] : budget.search.cost)
+    budget.json[fmt::format("cost_per_{}_head", model::attention_name(type))] = c;
+  if (latency) budget.json["latency_measurement"] = latency_json;
+  return budget;
+}
+
+nlohmann::ordered_json FisherPruning::measure_latency(
+    std::map<model::AttentionType, double>& without, double& total) {
+  torch::NoGradGuard no_grad;
+  auto& model = inputs_.model;
+  const auto sources = latency_sources();
+  std::vector<std::pair<model::AttentionType, model::Transformer>> variants;
+  for (auto type : types_)
+    variants.emplace_back(type, prune_heads(model, values_without(before_, type)));
+  decode_seconds(model, sources);  // warm-up
+  std::vector<double> full_t;
+  std::map<model::AttentionType, std::vector<double>> var_t;
+  for (int rep = 0; rep < 3; ++rep) {  // alternating, median of three
+    full_t.push_back(decode_seconds(model, sources));
+    for (auto& [type, m] : variants) var_t[type].push_back(decode_seconds(m, sources));
+  }
+  // Seconds per output token, scaled to the full model's output.
+  size_t full_tokens = 0;
+  auto options = decode::SearchOptions::from(config_.decode);
+  for (const auto& o :
+       decode::translate_ids(model, sources, options, config_.decode.batch_size, inputs_.device))
+    full_tokens += o.size() + 1;
+  for (auto& x : full_t) x *= static_cast<double>(full_tokens);
+  for (auto& [type, v] : var_t)
+    for (auto& x : v) x *= static_cast<double>(full_tokens);
+  total = median(full_t);
+  for (auto type : types_) without[type] = median(var_t[type]);
+  for (auto type : types_)
+    if (without[type] >= total)
+      log::warn(
+          "fisher: decoding without the {} heads measured no faster ({:.3f} s against "
+          "{:.3f} s): their latency cost is taken as 0",
+          model::attention_name(type), without[type], total);
+  nlohmann::ordered_json json = {
+      {"sentences", sources.size()},
+      {"beam", config_.decode.beam},
+      {"full_output_tokens", full_tokens},
+      {"note", "seconds per output token x the full model's output tokens"},
+      {"full_seconds", total},
+      {"full_seconds_runs", full_t}};
+  for (auto type : types_)
+    json[fmt::format("without_{}_seconds", model::attention_name(type))] = without[type];
+  return json;
+}
+
+// Heads kept by the diagonal search: the top k_t of each type.
+KeepMap FisherPruning::keep_top(const std::vector<Head>& all, const SearchBudget& budget) const {
+  std::map<model::AttentionType, std::vector<double>> scores;
+  for (const auto& h : all) scores[h.type].push_back(h.fisher);
   const auto counts = search_counts(scores, budget);
-  // Heads kept by the diagonal search: the top k_t of each type.
-  std::map<std::string, std::vector<bool>> keep;
-  for (auto type : types) {
+  KeepMap keep;
+  for (auto type : types_) {
     std::vector<const Head*> of_type;
     for (const auto& h : all)
       if (h.type == type) of_type.push_back(&h);
@@ -686,52 +842,55 @@ void FisherRun::run_fisher() {
                      [](const Head* a, const Head* b) { return a->fisher > b->fisher; });
     for (const auto* h : of_type) {
       auto& k = keep[HeadGatesImpl::key(h->type, h->layer)];
-      if (k.empty()) k.assign(static_cast<size_t>(before.heads(type)[h->layer]), false);
+      if (k.empty()) k.assign(static_cast<size_t>(before_.heads(type)[h->layer]), false);
     }
     for (int64_t i = 0; i < counts.at(type); ++i) {
       const auto* h = of_type[static_cast<size_t>(i)];
       keep[HeadGatesImpl::key(h->type, h->layer)][static_cast<size_t>(h->head)] = true;
     }
   }
-  const double search_seconds = seconds_since(t);
+  return keep;
+}
 
-  // 3. Rearrangement within layers.
-  t = Clock::now();
+int FisherPruning::rearrange(KeepMap& keep, const CalibrationStats& stats) const {
   int rearranged = 0;
-  if (p.rearrange) {
-    for (auto& [key, k] : keep) {
-      const auto n = std::count(k.begin(), k.end(), true);
-      auto r = rearrange_layer(stats.fisher.at(key), n);
-      if (r != k) ++rearranged, k = r;
-    }
+  if (!config_.prune.rearrange) return rearranged;
+  for (auto& [key, k] : keep) {
+    const auto n = std::count(k.begin(), k.end(), true);
+    auto r = rearrange_layer(stats.fisher.at(key), n);
+    if (r != k) ++rearranged, k = r;
   }
-  const double rearrange_seconds = seconds_since(t);
+  return rearranged;
+}
 
-  // 4. Reconstruction of every layer that lost a head (one pass; sequential after step 5).
-  t = Clock::now();
+int FisherPruning::refit_one_pass(const KeepMap& keep, const CalibrationStats& stats) {
+  torch::NoGradGuard no_grad;
   int refit = 0;
-  if (one_pass_refit) {
-    torch::NoGradGuard no_grad;
-    for (auto type : types) {
-      const auto attns = model_->attention_layers(type);
-      for (size_t l = 0; l < attns.size(); ++l) {
-        const auto key = HeadGatesImpl::key(type, static_cast<int>(l));
-        const auto it = keep.find(key);
-        if (it == keep.end() ||
-            std::all_of(it->second.begin(), it->second.end(), [](bool b) { return b; }))
-          continue;
-        auto [w, b] = refit_output_projection(stats.gram.at(key), attns[l]->out_proj_weight,
-                                              attns[l]->out_proj_bias, it->second, p.ridge);
-        attns[l]->out_proj_weight.copy_(w);
-        attns[l]->out_proj_bias.copy_(b);
-        ++refit;
-      }
+  for (auto type : types_) {
+    const auto attns = inputs_.model->attention_layers(type);
+    for (size_t l = 0; l < attns.size(); ++l) {
+      const auto key = HeadGatesImpl::key(type, static_cast<int>(l));
+      const auto it = keep.find(key);
+      if (it == keep.end() ||
+          std::all_of(it->second.begin(), it->second.end(), [](bool b) { return b; }))
+        continue;
+      auto [w, b] =
+          refit_output_projection(stats.gram.at(key), attns[l]->out_proj_weight,
+                                  attns[l]->out_proj_bias, it->second, config_.prune.ridge);
+      attns[l]->out_proj_weight.copy_(w);
+      attns[l]->out_proj_bias.copy_(b);
+      ++refit;
     }
   }
-  double reconstruct_seconds = seconds_since(t);
+  return refit;
+}
 
-  // 5. The physically smaller model (refit layer by layer from its own inputs when sequential).
-  t = Clock::now();
+// Refit layer by layer from its own inputs when sequential; saved as RUN/pruned.
+model::Transformer FisherPruning::build_pruned(const KeepMap& keep,
+                                               const std::vector<data::Example>& calib,
+                                               int& refit) {
+  const auto& p = config_.prune;
+  const auto t = Clock::now();
   double sequential_seconds = 0;
   std::map<std::string, torch::Tensor> values;
   for (const auto& [key, k] : keep) {
@@ -743,38 +902,42 @@ void FisherRun::run_fisher() {
   model::Transformer pruned{nullptr};
   {
     torch::NoGradGuard no_grad;
-    pruned = prune_heads(model_, values);
+    pruned = prune_heads(inputs_.model, values);
   }
-  if (p.reconstruct && !one_pass_refit) {
+  if (p.reconstruct && p.reconstruct_mode != ReconstructMode::kOnePass) {
     const auto t_seq = Clock::now();
-    refit = reconstruct_sequential(pruned, model_, calib, config_.train.max_tokens, device_,
-                                   p.ridge, p.reconstruct_mode);
-    reconstruct_seconds = sequential_seconds = seconds_since(t_seq);
+    refit = reconstruct_sequential(pruned, inputs_.model, calib, config_.train.max_tokens,
+                                   inputs_.device, p.ridge, p.reconstruct_mode);
+    seconds_.reconstruct = sequential_seconds = seconds_since(t_seq);
     log::info("fisher: {} reconstruction of {} layers in {:.1f} s", choice_name(p.reconstruct_mode),
-              refit, reconstruct_seconds);
+              refit, seconds_.reconstruct);
   }
-  run::save_checkpoint(run::RunFolder{run}.pruned(), pruned, nullptr, state_, config_,
-                       vocab_files_);
-  const double save_seconds = seconds_since(t) - sequential_seconds;
-  const double pruning_seconds = seconds_since(t_all);
-  int64_t params_after = 0;
-  for (const auto& x : pruned->parameters()) params_after += x.numel();
-  log::info("fisher: heads {} -> {} in {:.1f} s (calibration {:.1f} s on {} sentences)",
-            before.summary(), pruned->architecture().summary(), pruning_seconds, calib_seconds,
-            stats.sentences);
+  // (A post-training run has no training state: step 0.)
+  run::save_checkpoint(folder_.pruned(), pruned, nullptr, run::TrainState{}, config_,
+                       inputs_.vocab_files);
+  seconds_.save = seconds_since(t) - sequential_seconds;
+  return pruned;
+}
 
-  // Dev BLEU of the pruned model.
-  t_eval = Clock::now();
-  model_ = pruned;
-  const auto r1 = evaluate();
-  eval_seconds += seconds_since(t_eval);
-  nlohmann::json fin = {{"event", "final"},    {"step", 0},
-                        {"dev_loss", r1.loss}, {"dev_bleu", r1.bleu},
-                        {"dev_chrf", r1.chrf}, {"heads_e_d_de", pruned->architecture().summary()}};
-  log_metrics(fin);
+train::EvalResult FisherPruning::evaluate_pruned(model::Transformer& pruned) {
+  const auto t = Clock::now();
+  const auto r = train::evaluate_dev(pruned, inputs_, config_);
+  seconds_.dev_evaluations += seconds_since(t);
+  run::append_jsonl(folder_.metrics(),
+                    nlohmann::json{{"event", "final"},
+                                   {"step", 0},
+                                   {"dev_loss", r.loss},
+                                   {"dev_bleu", r.bleu},
+                                   {"dev_chrf", r.chrf},
+                                   {"heads_e_d_de", pruned->architecture().summary()}});
+  return r;
+}
 
-  // head_removal.csv: every prunable head; removed ones ranked by the order a greedy search
-  // would remove them (lowest diagonal Fisher first).
+// head_removal.csv: every prunable head; removed ones ranked by the order a greedy search would
+// remove them (lowest diagonal Fisher first). Returns the csv; `removed_fisher` sums the removed
+// heads' scores.
+std::string FisherPruning::write_head_removal(const std::vector<Head>& all, const KeepMap& keep,
+                                              double& removed_fisher) const {
   std::vector<const Head*> removed;
   for (const auto& h : all)
     if (!keep.at(HeadGatesImpl::key(h.type, h.layer))[static_cast<size_t>(h.head)])
@@ -787,7 +950,7 @@ void FisherRun::run_fisher() {
   for (const auto* h : removed) rows.push_back(h);
   for (const auto& h : all)
     if (!rank.count(&h)) rows.push_back(&h);
-  double removed_fisher = 0;
+  removed_fisher = 0;
   std::vector<run::HeadRemoval> log_rows;
   for (const auto* h : rows) {
     const bool kept = !rank.count(h);
@@ -798,74 +961,82 @@ void FisherRun::run_fisher() {
     row.fisher = h->fisher;
     log_rows.push_back(row);
   }
-  run::write_head_removal(run::RunFolder{run}.head_removal(), log_rows,
-                          run::HeadRemovalKind::kFisher);
-  const std::string csv = run::head_removal_csv(log_rows, run::HeadRemovalKind::kFisher);
+  run::write_head_removal(folder_.head_removal(), log_rows, run::HeadRemovalKind::kFisher);
+  return run::head_removal_csv(log_rows, run::HeadRemovalKind::kFisher);
+}
 
-  const double flops_after = flops(pruned->architecture());
-  nlohmann::ordered_json summary = {
-      {"method", "fisher"},
-      {"init_from", options_.init_from ? options_.init_from->string() : ""},
-      {"attention_gated", p.attention},
-      {"lambda", 0.0},
-      {"target_heads", p.target_heads},
-      {"steps", 0},
-      {"budget", budget_json},
-      {"heads_before_e_d_de", before.summary()},
-      {"heads_after_e_d_de", pruned->architecture().summary()},
-      {"heads_after", pruned->architecture().to_json()},
-      {"parameters_before", params_before},
-      {"parameters_after", params_after},
-      {"decode_flops_fraction", flops_after / flops_before},
-      {"dev_bleu_start", r0.bleu},
-      {"dev_bleu_end", r1.bleu},
-      {"calibration_sentences", stats.sentences},
-      {"calibration_target_tokens", stats.tokens},
-      {"removed_diagonal_fisher", removed_fisher},
-      {"rearrange", p.rearrange},
-      {"layers_rearranged", rearranged},
-      {"reconstruct", p.reconstruct},
-      {"reconstruct_mode", p.reconstruct ? choice_name(p.reconstruct_mode) : "off"},
-      {"ridge", p.ridge},
-      {"layers_refit", refit},
-      {"seconds",
-       {{"pruning", pruning_seconds},
-        {"calibration", calib_seconds},
-        {"search", search_seconds},
-        {"rearrange", rearrange_seconds},
-        {"reconstruct", reconstruct_seconds},
-        {"save", save_seconds},
-        {"dev_evaluations", eval_seconds}}},
-      {"pruned_checkpoint", (run::RunFolder{run}.pruned()).string()}};
-  io::write_file_atomic(run::RunFolder{run}.pruning(), summary.dump(2) + "\n");
-  std::string readme = fmt::format(
-      "# Pruning run (Fisher, post-training)\n\nFrom `{}`: Fisher head masks (Kwon et al. 2022) "
-      "on {}, budget {}, {} calibration sentences, rearrangement {}, reconstruction {} (ridge "
-      "{}); {:.1f} s of pruning.\n\n"
-      "| | heads (enc / dec / enc-dec) | parameters | decoding FLOPs | dev BLEU |\n"
-      "| --- | --- | ---: | ---: | ---: |\n"
-      "| start | {} | {} | 1.000 | {:.2f} |\n| end (pruned/) | {} | {} | {:.3f} | {:.2f} |\n\n"
-      "Heads in the order the search removed them (head_removal.csv: removal_step is the rank, "
-      "lowest diagonal Fisher first; kept heads last):\n\n```\n",
-      summary["init_from"].get<std::string>(), fmt::join(p.attention, ", "), budget_json.dump(),
-      stats.sentences, p.rearrange ? "on" : "off",
-      p.reconstruct ? std::string(choice_name(p.reconstruct_mode)) : std::string("off"), p.ridge,
-      pruning_seconds, before.summary(), params_before, r0.bleu, pruned->architecture().summary(),
-      params_after, flops_after / flops_before, r1.bleu);
-  readme += text::first_lines(csv, 25) + "```\n";
-  io::write_file_atomic(run::RunFolder{run}.readme(), readme);
-  const nlohmann::ordered_json done = {{"command", "prune"},
-                                       {"method", "fisher"},
-                                       {"seconds", pruning_seconds + eval_seconds},
-                                       {"pruning_seconds", pruning_seconds},
-                                       {"dev_bleu_start", r0.bleu},
-                                       {"dev_bleu_end", r1.bleu}};
-  io::write_file_atomic(run::RunFolder{run}.summary(), done.dump(2) + "\n");
+PruneOutcome FisherPruning::outcome(const PruneResult& r, double removed_fisher) const {
+  const auto& p = config_.prune;
+  PruneOutcome o;
+  o.method = "fisher";
+  o.init_from = options_.init_from ? options_.init_from->string() : "";
+  o.attention_gated = p.attention;
+  o.target_heads = p.target_heads;
+  o.budget = r.budget.json;
+  o.heads_before = before_.summary();
+  o.architecture_after = r.pruned->architecture();
+  o.heads_after = o.architecture_after.summary();
+  o.parameters_before = params_before_;
+  o.parameters_after = parameter_count(r.pruned);
+  o.decode_flops_fraction = decode_flops(o.architecture_after) / decode_flops(before_);
+  o.dev_bleu_start = dev_bleu_start_;
+  o.dev_bleu_end = dev_bleu_end_;
+  o.fisher = FisherDetails{r.stats.sentences,
+                           r.stats.tokens,
+                           removed_fisher,
+                           p.rearrange,
+                           r.rearranged,
+                           p.reconstruct,
+                           p.reconstruct ? std::string(choice_name(p.reconstruct_mode)) : "off",
+                           p.ridge,
+                           r.refit,
+                           seconds_};
+  o.pruned_checkpoint = folder_.pruned().string();
+  return o;
+}
+
+void FisherPruning::write_records(const PruneOutcome& o, const std::string& csv) {
+  write_prune_outcome(folder_, o, csv);
+  PostTrainingSummary done;
+  done.method = "fisher";
+  done.seconds = seconds_.pruning + seconds_.dev_evaluations;
+  done.pruning_seconds = seconds_.pruning;
+  done.dev_bleu_start = o.dev_bleu_start;
+  done.dev_bleu_end = o.dev_bleu_end;
+  write_post_training_summary(folder_, done);
   log::info(
       "pruned (fisher): heads {} -> {}, parameters {} -> {}, decoding FLOPs x{:.3f}, dev BLEU "
       "{:.2f} -> {:.2f}; wrote {}",
-      before.summary(), pruned->architecture().summary(), params_before, params_after,
-      flops_after / flops_before, r0.bleu, r1.bleu, (run::RunFolder{run}.pruned()).string());
+      o.heads_before, o.heads_after, o.parameters_before, o.parameters_after,
+      *o.decode_flops_fraction, o.dev_bleu_start, o.dev_bleu_end, o.pruned_checkpoint);
+}
+
+std::vector<std::vector<int>> FisherPruning::latency_sources() const {
+  std::vector<std::vector<int>> out;
+  for (size_t i = 0; i < inputs_.dev.size() && i < 100; ++i) out.push_back(inputs_.dev[i].src);
+  return out;
+}
+
+double FisherPruning::decode_seconds(model::Transformer& m,
+                                     const std::vector<std::vector<int>>& sources) {
+  torch::NoGradGuard no_grad;
+  m->eval();
+  auto options = decode::SearchOptions::from(config_.decode);
+  const auto t = Clock::now();
+  const auto out =
+      decode::translate_ids(m, sources, options, config_.decode.batch_size, inputs_.device);
+  const double seconds = seconds_since(t);
+  // Per output token: a model without a whole attention type writes outputs of other lengths
+  // (measured: the Bible baseline without decoder self-attention writes longer ones), which
+  // would otherwise read as a cost of the type's heads.
+  size_t tokens = 0;
+  for (const auto& o : out) tokens += o.size() + 1;
+  return seconds / static_cast<double>(std::max<size_t>(tokens, 1));
+}
+
+double FisherPruning::decode_flops(const model::Architecture& a) const {
+  return model::decode_flops(a, config_.model, inputs_.tgt_vocab->size(), src_len_, out_len_,
+                             config_.decode.beam);
 }
 
 }  // namespace
@@ -875,8 +1046,7 @@ void fisher_prune_command(const Config& config, const train::TrainOptions& optio
            choice_name(config.prune.method));
   HC_CHECK(options.init_from, "prune.init_from is required: the converged checkpoint to prune");
   HC_CHECK(!options.comm, "prune.method fisher runs in one process (no launch)");
-  FisherRun run(config, options);
-  run.run_fisher();
+  FisherPruning(config, options).run();
 }
 
 }  // namespace headcount::prune

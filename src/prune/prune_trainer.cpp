@@ -11,10 +11,30 @@
 #include "headcount/common/io.h"
 #include "headcount/common/log.h"
 #include "headcount/common/run_guard.h"
-#include "headcount/common/text.h"
+#include "headcount/prune/outcome.h"
 #include "headcount/run/run_folder.h"
 
 namespace headcount::prune {
+
+namespace {
+
+// Target mode ends with exactly n heads: how the final gates were rounded to them.
+void log_target_rounding(int64_t n, int64_t open_by_gates) {
+  if (open_by_gates < n)
+    log::info(
+        "target {} heads: the gates left {} open; the {} closed heads with the largest "
+        "log_alpha are kept at their expected gate value",
+        n, open_by_gates, n - open_by_gates);
+  else if (open_by_gates > n)
+    log::info(
+        "target {} heads: the gates left {} open; the {} with the smallest log_alpha are "
+        "removed",
+        n, open_by_gates, open_by_gates - n);
+  else
+    log::info("target {} heads: the gates left exactly {} open", n, open_by_gates);
+}
+
+}  // namespace
 
 L0Pruning::L0Pruning(const Config& config, const train::TrainOptions& options)
     : config_(config), options_(options) {
@@ -214,21 +234,8 @@ void L0Pruning::finish(train::Trainer& trainer) {
   const auto values = final_values();
   int64_t open_by_gates = 0;
   for (const auto& [key, v] : gates_->eval_values()) open_by_gates += v.gt(0).sum().item<int64_t>();
-  if (config_.prune.target_heads > 0) {
-    const int64_t n = config_.prune.target_heads;
-    if (open_by_gates < n)
-      log::info(
-          "target {} heads: the gates left {} open; the {} closed heads with the largest "
-          "log_alpha are kept at their expected gate value",
-          n, open_by_gates, n - open_by_gates);
-    else if (open_by_gates > n)
-      log::info(
-          "target {} heads: the gates left {} open; the {} with the smallest log_alpha are "
-          "removed",
-          n, open_by_gates, open_by_gates - n);
-    else
-      log::info("target {} heads: the gates left exactly {} open", n, open_by_gates);
-  }
+  if (config_.prune.target_heads > 0)
+    log_target_rounding(config_.prune.target_heads, open_by_gates);
   const auto r = trainer.evaluate();
   nlohmann::json rec = {{"event", "final"},
                         {"step", trainer.state().step},
@@ -252,36 +259,22 @@ void L0Pruning::finish(train::Trainer& trainer) {
   const run::RunFolder folder{options_.run_dir};
   const auto start = run::eval_record(folder.metrics(), 0);
   const double start_bleu = start ? start->value("dev_bleu", 0.0) : 0.0;
-  nlohmann::ordered_json summary = {
-      {"init_from", options_.init_from ? options_.init_from->string() : ""},
-      {"attention_gated", config_.prune.attention},
-      {"lambda", config_.prune.target_heads > 0 ? 0.0 : config_.prune.lambda},
-      {"target_heads", config_.prune.target_heads},
-      {"steps", trainer.state().step},
-      {"heads_before_e_d_de", model_->architecture().summary()},
-      {"heads_after_e_d_de", pruned->architecture().summary()},
-      {"heads_after", pruned->architecture().to_json()},
-      {"heads_open_by_gates", open_by_gates},
-      {"parameters_before", before},
-      {"parameters_after", after},
-      {"dev_bleu_start", start_bleu},
-      {"dev_bleu_end", r.bleu},
-      {"pruned_checkpoint", folder.pruned().string()}};
-  io::write_file_atomic(folder.pruning(), summary.dump(2) + "\n");
-  std::string readme = fmt::format(
-      "# Pruning run\n\nFrom `{}`, gates on {} ({}), {} steps.\n\n"
-      "| | heads (enc / dec / enc-dec) | parameters | dev BLEU |\n| --- | --- | ---: | ---: |\n"
-      "| start | {} | {} | {:.2f} |\n| end (pruned/) | {} | {} | {:.2f} |\n\n"
-      "Heads in the order they were removed (head_removal.csv; removal_step is the first "
-      "evaluation "
-      "from which the head's gate stayed 0):\n\n```\n",
-      summary["init_from"].get<std::string>(), fmt::join(config_.prune.attention, ", "),
-      config_.prune.target_heads > 0 ? fmt::format("target {} heads", config_.prune.target_heads)
-                                     : fmt::format("lambda {}", config_.prune.lambda),
-      trainer.state().step, model_->architecture().summary(), before, start_bleu,
-      pruned->architecture().summary(), after, r.bleu);
-  readme += text::first_lines(csv, 25) + "```\n";
-  io::write_file_atomic(folder.readme(), readme);
+  PruneOutcome o;
+  o.init_from = options_.init_from ? options_.init_from->string() : "";
+  o.attention_gated = config_.prune.attention;
+  o.lambda = config_.prune.target_heads > 0 ? 0.0 : config_.prune.lambda;
+  o.target_heads = config_.prune.target_heads;
+  o.steps = trainer.state().step;
+  o.heads_before = model_->architecture().summary();
+  o.architecture_after = pruned->architecture();
+  o.heads_after = o.architecture_after.summary();
+  o.heads_open_by_gates = open_by_gates;
+  o.parameters_before = before;
+  o.parameters_after = after;
+  o.dev_bleu_start = start_bleu;
+  o.dev_bleu_end = r.bleu;
+  o.pruned_checkpoint = folder.pruned().string();
+  write_prune_outcome(folder, o, csv);
   log::info(
       "pruned: heads {} -> {} (enc/dec/enc-dec), parameters {} -> {}, dev BLEU {:.2f} -> {:.2f}; "
       "wrote {}",

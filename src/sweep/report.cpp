@@ -75,6 +75,35 @@ TrainedScore trained_score(const fs::path& run) {
   return s;
 }
 
+// The scores of an eval-SPLIT.json (`cache`), with the translations beside it (`hyp_file`) where
+// they are there; nullopt with a warning when it has no BLEU against the first reference.
+std::optional<SplitScores> read_eval_scores(const json& evaluation, const fs::path& cache,
+                                            const fs::path& hyp_file) {
+  std::error_code ec;
+  const json* cached = &evaluation;
+  const json scores = cached->value("scores", json::object());
+  auto score = [&](const char* ref, const char* metric) {
+    return scores.contains(ref) && scores[ref].contains(metric) && scores[ref][metric].is_number()
+               ? std::optional<double>(scores[ref][metric].get<double>())
+               : std::nullopt;
+  };
+  SplitScores s;
+  s.bleu = score("ref1", "bleu");
+  s.bleu_all_refs = score("all_refs", "bleu");
+  s.chrf = score("ref1", "chrf");
+  s.chrf_all_refs = score("all_refs", "chrf");
+  s.sentences_per_s = cached->value("sentences_per_s", 0.0);
+  if (fs::exists(hyp_file, ec)) s.hyp_file = hyp_file;
+  if (cached->contains("ref_files") && (*cached)["ref_files"].is_array() &&
+      !(*cached)["ref_files"].empty() && (*cached)["ref_files"][0].is_string())
+    s.ref_file = (*cached)["ref_files"][0].get<std::string>();
+  if (!s.bleu) {
+    log::warn("report: {} has no scores.ref1.bleu", cache.string());
+    return std::nullopt;
+  }
+  return s;
+}
+
 // Evaluates `checkpoint` on `split` through `headcount eval`, cached in run/eval-SPLIT.json (fresh
 // when it names this checkpoint and is newer than its model.pt). Where the checkpoint is not here
 // (a sweep's committed records, without weights), the recorded evaluation stands as it is.
@@ -107,27 +136,7 @@ std::optional<SplitScores> split_score(const ReportOptions& o, const std::string
     cached = read_json(cache);
     if (!cached) return std::nullopt;
   }
-  const json scores = cached->value("scores", json::object());
-  auto score = [&](const char* ref, const char* metric) {
-    return scores.contains(ref) && scores[ref].contains(metric) && scores[ref][metric].is_number()
-               ? std::optional<double>(scores[ref][metric].get<double>())
-               : std::nullopt;
-  };
-  SplitScores s;
-  s.bleu = score("ref1", "bleu");
-  s.bleu_all_refs = score("all_refs", "bleu");
-  s.chrf = score("ref1", "chrf");
-  s.chrf_all_refs = score("all_refs", "chrf");
-  s.sentences_per_s = cached->value("sentences_per_s", 0.0);
-  if (fs::exists(hyp_file, ec)) s.hyp_file = hyp_file;
-  if (cached->contains("ref_files") && (*cached)["ref_files"].is_array() &&
-      !(*cached)["ref_files"].empty() && (*cached)["ref_files"][0].is_string())
-    s.ref_file = (*cached)["ref_files"][0].get<std::string>();
-  if (!s.bleu) {
-    log::warn("report: {} has no scores.ref1.bleu", cache.string());
-    return std::nullopt;
-  }
-  return s;
+  return read_eval_scores(*cached, cache, hyp_file);
 }
 
 // Lines as sacreBLEU reads them (trailing whitespace stripped); nullopt with a warning when the
@@ -305,16 +314,122 @@ std::string csv_field(const std::string& s) {
   return out + "\"";
 }
 
-// Functions of the kept heads and L0 against importance pruning, for each finished prune run.
-std::string analysis_section(const ReportOptions& o, const Report& r) {
-  // The first split listed (dev BLEU as logged: dev).
-  const std::string split = r.splits.empty() ? "dev" : r.splits.front();
-  const std::string n = std::to_string(o.analysis_sentences);
-  std::string csv =
-      "run,heads_kept,kept_positional,kept_syntactic,kept_rare_token,kept_none,"
-      "spearman_importance_removal,"
-      "spearman_confidence_removal,spearman_lrp_removal,bleu_full,bleu_l0_masked,"
-      "bleu_importance_masked\n";
+// What `analyze compare` found for one run (compare.json; a figure it lacks stays unset).
+struct CompareFigures {
+  std::optional<double> rho_importance, rho_confidence, bleu_full, bleu_l0_masked,
+      bleu_importance_masked;
+};
+CompareFigures read_compare(const fs::path& adir) {
+  const auto c = read_json(run::RunFolder{adir}.compare());
+  auto val = [&](const char* key) {
+    return c && c->contains(key) && (*c)[key].is_number()
+               ? std::optional<double>((*c)[key].get<double>())
+               : std::nullopt;
+  };
+  CompareFigures f;
+  f.rho_importance = val("spearman_importance_vs_removal_step");
+  f.rho_confidence = val("spearman_confidence_vs_removal_step");
+  f.bleu_full = val("bleu_full");
+  f.bleu_l0_masked = val("bleu_l0_heads_masked_no_finetuning");
+  f.bleu_importance_masked = val("bleu_michel_same_counts_masked_no_finetuning");
+  return f;
+}
+
+// Spearman's correlation of LRP relevance with the removal order (relevance.json).
+std::optional<double> read_relevance_rho(const fs::path& adir) {
+  std::optional<double> rho_lrp;
+  if (const auto rj = read_json(adir / "relevance.json");
+      rj && rj->contains("spearman_relevance_vs_removal_step") &&
+      (*rj)["spearman_relevance_vs_removal_step"]["all"].is_number())
+    rho_lrp = (*rj)["spearman_relevance_vs_removal_step"]["all"].get<double>();
+  return rho_lrp;
+}
+
+// The kept heads per function (heads.csv of `analyze heads`: functions joined by '+' last).
+std::map<std::string, int> read_head_functions(const fs::path& adir) {
+  std::map<std::string, int> functions;
+  if (fs::exists(adir / "heads.csv")) {
+    const auto lines = io::read_lines(adir / "heads.csv");
+    for (size_t i = 1; i < lines.size(); ++i)
+      for (const auto& f : text::split(text::split(lines[i], ',').back(), '+')) ++functions[f];
+  }
+  return functions;
+}
+
+// One analysed run's figures, read back from its analysis folder.
+struct RunAnalysis {
+  std::optional<double> rho_lrp;
+  std::map<std::string, int> functions;
+  CompareFigures compare;
+  int64_t kept = 0;  // heads kept (with ReportRow::heads)
+};
+
+// Runs the analyses of one finished prune run that its folder does not hold yet (cached per split:
+// RUN/analysis for dev, RUN/analysis-test); returns that folder.
+fs::path run_analyses(const ReportOptions& o, const ReportRow& row, const fs::path& run,
+                      const std::string& split, const std::string& n) {
+  const fs::path adir = run / (split == "dev" ? std::string("analysis") : "analysis-" + split);
+  fs::create_directories(adir);
+  if (!fs::exists(adir / "heads.csv") || (!o.conllu.empty() && !fs::exists(adir / "syntax.csv"))) {
+    log::info("report: analysing the heads of {}", (run::RunFolder{run}.pruned()).string());
+    std::vector<std::string> args{
+        "analyze", "heads",      "--checkpoint", (run::RunFolder{run}.pruned()).string(),
+        "--split", split,        "--sentences",  n,
+        "--out",   adir.string()};
+    if (!o.conllu.empty()) args.insert(args.end(), {"--conllu", fs::absolute(o.conllu).string()});
+    run_command(o.executable, args, adir / "analyze.log");
+  }
+  if (!fs::exists(run::RunFolder{adir}.compare())) {
+    const auto init = load_config_file(run::RunFolder{run}.config()).prune.init_from;
+    log::info("report: comparing {} with importance pruning of {}", row.name, init);
+    run_command(o.executable,
+                {"analyze", "compare", "--checkpoint", init, "--run", run.string(), "--split",
+                 split, "--sentences", n, "--out", adir.string()},
+                adir / "analyze.log");
+  }
+  if (!fs::exists(adir / "relevance.json")) {
+    const auto init = load_config_file(run::RunFolder{run}.config()).prune.init_from;
+    log::info("report: LRP head relevance of {} against {}'s removal order", init, row.name);
+    run_command(o.executable,
+                {"analyze", "relevance", "--checkpoint", init, "--run", run.string(), "--split",
+                 split, "--sentences", n, "--out", adir.string()},
+                adir / "analyze.log");
+  }
+  return adir;
+}
+
+RunAnalysis read_analysis(const ReportRow& row, const fs::path& adir) {
+  RunAnalysis a;
+  a.rho_lrp = read_relevance_rho(adir);
+  a.functions = read_head_functions(adir);
+  if (row.heads)
+    for (auto h : *row.heads) a.kept += h;
+  a.compare = read_compare(adir);
+  return a;
+}
+
+std::string analysis_csv_line(const ReportRow& row, RunAnalysis& a) {
+  const CompareFigures& c = a.compare;
+  return fmt::format("{},{},{},{},{},{},{},{},{},{},{},{}\n", csv_field(row.name),
+                     row.heads ? std::to_string(a.kept) : "", a.functions["positional"],
+                     a.functions["syntactic"], a.functions["rare-token"], a.functions["none"],
+                     num(c.rho_importance, 3), num(c.rho_confidence, 3), num(a.rho_lrp, 3),
+                     num(c.bleu_full), num(c.bleu_l0_masked), num(c.bleu_importance_masked));
+}
+
+std::string analysis_md_line(const ReportRow& row, RunAnalysis& a) {
+  const CompareFigures& c = a.compare;
+  auto cell = [](const std::string& v) { return v.empty() ? std::string("-") : v; };
+  return fmt::format("| {} | {} | {} / {} / {} / {} | {} | {} | {} | {} | {} | {} |\n", row.name,
+                     row.heads ? std::to_string(a.kept) : "-", a.functions["positional"],
+                     a.functions["syntactic"], a.functions["rare-token"], a.functions["none"],
+                     cell(num(c.rho_importance, 3)), cell(num(c.rho_confidence, 3)),
+                     cell(num(a.rho_lrp, 3)), cell(num(c.bleu_full)), cell(num(c.bleu_l0_masked)),
+                     cell(num(c.bleu_importance_masked)));
+}
+
+// The analysis section's legend and table head.
+std::string analysis_intro(const std::string& n, const std::string& split) {
   std::string md = fmt::format(
       "\nAnalysis ({} {} sentences, greedy): the kept heads by function (as `headcount analyze "
       "heads` names them; a head can have several functions; syntactic needs `--conllu`), "
@@ -327,216 +442,194 @@ std::string analysis_section(const ReportOptions& o, const Report& r) {
       "| run | heads kept | positional / syntactic / rare-token / none | rho(I_h) | "
       "rho(confidence) | rho(LRP) | start BLEU | L0 heads masked | I_h heads masked |\n"
       "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n";
-  std::vector<std::pair<int64_t, std::map<std::string, int>>> figure;  // heads kept -> functions
+  return md;
+}
+
+using FunctionFigure = std::vector<std::pair<int64_t, std::map<std::string, int>>>;
+
+// Voita et al.'s Figure 8: the kept heads by function against the number of heads kept. Returns
+// the markdown line naming it, or "" when gnuplot made none.
+std::string functions_figure(const fs::path& dir, FunctionFigure figure) {
+  std::sort(figure.begin(), figure.end(),
+            [](const auto& a, const auto& b) { return a.first > b.first; });
+  const fs::path pd = dir / "plots";
+  fs::create_directories(pd);
+  std::string dat = "# heads_kept positional syntactic rare-token none\n";
+  for (const auto& [k, f] : figure)
+    dat += fmt::format("{} {} {} {} {}\n", k, f.count("positional") ? f.at("positional") : 0,
+                       f.count("syntactic") ? f.at("syntactic") : 0,
+                       f.count("rare-token") ? f.at("rare-token") : 0,
+                       f.count("none") ? f.at("none") : 0);
+  io::write_file_atomic(pd / "functions.dat", dat);
+  std::string gp = fmt::format(
+      "set terminal pngcairo noenhanced size 800,500\nset output {}\n"
+      "set title 'Functions of the kept heads (a head can have several)'\n"
+      "set xlabel 'heads kept'\nset ylabel 'heads'\nset grid\nset key outside\n"
+      "set xrange [*:*] reverse\nset style data linespoints\n"
+      "plot {} u 1:2 t 'positional' lw 2, '' u 1:3 t 'syntactic' lw 2, '' u 1:4 t 'rare-token' "
+      "lw 2, '' u 1:5 t 'none' lw 2\n",
+      plot::quote((pd / "functions.png").string()), plot::quote((pd / "functions.dat").string()));
+  io::write_file_atomic(pd / "functions.gp", gp);
+  if (plot::run_gnuplot(pd / "functions.gp"))
+    return "\nKept heads by function: [functions.png](plots/functions.png)\n";
+  return "";
+}
+
+// Functions of the kept heads and L0 against importance pruning, for each finished prune run.
+std::string analysis_section(const ReportOptions& o, const Report& r) {
+  // The first split listed (dev BLEU as logged: dev).
+  const std::string split = r.splits.empty() ? "dev" : r.splits.front();
+  const std::string n = std::to_string(o.analysis_sentences);
+  std::string csv =
+      "run,heads_kept,kept_positional,kept_syntactic,kept_rare_token,kept_none,"
+      "spearman_importance_removal,"
+      "spearman_confidence_removal,spearman_lrp_removal,bleu_full,bleu_l0_masked,"
+      "bleu_importance_masked\n";
+  std::string md = analysis_intro(n, split);
+  FunctionFigure figure;  // heads kept -> functions
   for (const auto& row : r.rows) {
     const fs::path run = o.dir / row.name;
     if (row.name == "baseline" || row.state != "done" || !fs::exists(run::RunFolder{run}.pruned()))
       continue;
-    // Cached per split: RUN/analysis (dev), RUN/analysis-test.
-    const fs::path adir = run / (split == "dev" ? std::string("analysis") : "analysis-" + split);
-    fs::create_directories(adir);
-    if (!fs::exists(adir / "heads.csv") ||
-        (!o.conllu.empty() && !fs::exists(adir / "syntax.csv"))) {
-      log::info("report: analysing the heads of {}", (run::RunFolder{run}.pruned()).string());
-      std::vector<std::string> args{
-          "analyze", "heads",      "--checkpoint", (run::RunFolder{run}.pruned()).string(),
-          "--split", split,        "--sentences",  n,
-          "--out",   adir.string()};
-      if (!o.conllu.empty()) args.insert(args.end(), {"--conllu", fs::absolute(o.conllu).string()});
-      run_command(o.executable, args, adir / "analyze.log");
-    }
-    if (!fs::exists(run::RunFolder{adir}.compare())) {
-      const auto init = load_config_file(run::RunFolder{run}.config()).prune.init_from;
-      log::info("report: comparing {} with importance pruning of {}", row.name, init);
-      run_command(o.executable,
-                  {"analyze", "compare", "--checkpoint", init, "--run", run.string(), "--split",
-                   split, "--sentences", n, "--out", adir.string()},
-                  adir / "analyze.log");
-    }
-    if (!fs::exists(adir / "relevance.json")) {
-      const auto init = load_config_file(run::RunFolder{run}.config()).prune.init_from;
-      log::info("report: LRP head relevance of {} against {}'s removal order", init, row.name);
-      run_command(o.executable,
-                  {"analyze", "relevance", "--checkpoint", init, "--run", run.string(), "--split",
-                   split, "--sentences", n, "--out", adir.string()},
-                  adir / "analyze.log");
-    }
-    std::optional<double> rho_lrp;
-    if (const auto rj = read_json(adir / "relevance.json");
-        rj && rj->contains("spearman_relevance_vs_removal_step") &&
-        (*rj)["spearman_relevance_vs_removal_step"]["all"].is_number())
-      rho_lrp = (*rj)["spearman_relevance_vs_removal_step"]["all"].get<double>();
-    std::map<std::string, int> functions;
-    if (fs::exists(adir / "heads.csv")) {
-      const auto lines = io::read_lines(adir / "heads.csv");
-      for (size_t i = 1; i < lines.size(); ++i)
-        for (const auto& f : text::split(text::split(lines[i], ',').back(), '+')) ++functions[f];
-    }
-    int64_t kept = 0;
-    if (row.heads)
-      for (auto h : *row.heads) kept += h;
-    if (row.heads) figure.push_back({kept, functions});
-    const auto c = read_json(run::RunFolder{adir}.compare());
-    auto val = [&](const char* key) {
-      return c && c->contains(key) && (*c)[key].is_number()
-                 ? std::optional<double>((*c)[key].get<double>())
-                 : std::nullopt;
-    };
-    csv += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{}\n", csv_field(row.name),
-                       row.heads ? std::to_string(kept) : "", functions["positional"],
-                       functions["syntactic"], functions["rare-token"], functions["none"],
-                       num(val("spearman_importance_vs_removal_step"), 3),
-                       num(val("spearman_confidence_vs_removal_step"), 3), num(rho_lrp, 3),
-                       num(val("bleu_full")), num(val("bleu_l0_heads_masked_no_finetuning")),
-                       num(val("bleu_michel_same_counts_masked_no_finetuning")));
-    auto cell = [](const std::string& v) { return v.empty() ? std::string("-") : v; };
-    md += fmt::format("| {} | {} | {} / {} / {} / {} | {} | {} | {} | {} | {} | {} |\n", row.name,
-                      row.heads ? std::to_string(kept) : "-", functions["positional"],
-                      functions["syntactic"], functions["rare-token"], functions["none"],
-                      cell(num(val("spearman_importance_vs_removal_step"), 3)),
-                      cell(num(val("spearman_confidence_vs_removal_step"), 3)),
-                      cell(num(rho_lrp, 3)), cell(num(val("bleu_full"))),
-                      cell(num(val("bleu_l0_heads_masked_no_finetuning"))),
-                      cell(num(val("bleu_michel_same_counts_masked_no_finetuning"))));
+    const fs::path adir = run_analyses(o, row, run, split, n);
+    RunAnalysis a = read_analysis(row, adir);
+    if (row.heads) figure.push_back({a.kept, a.functions});
+    csv += analysis_csv_line(row, a);
+    md += analysis_md_line(row, a);
   }
   io::write_file_atomic(o.dir / "results_analysis.csv", csv);
-  // Voita et al.'s Figure 8: the kept heads by function against the number of heads kept.
-  if (o.plots && !figure.empty() && plot::have_gnuplot()) {
-    std::sort(figure.begin(), figure.end(),
-              [](const auto& a, const auto& b) { return a.first > b.first; });
-    const fs::path pd = o.dir / "plots";
-    fs::create_directories(pd);
-    std::string dat = "# heads_kept positional syntactic rare-token none\n";
-    for (const auto& [k, f] : figure)
-      dat += fmt::format("{} {} {} {} {}\n", k, f.count("positional") ? f.at("positional") : 0,
-                         f.count("syntactic") ? f.at("syntactic") : 0,
-                         f.count("rare-token") ? f.at("rare-token") : 0,
-                         f.count("none") ? f.at("none") : 0);
-    io::write_file_atomic(pd / "functions.dat", dat);
-    std::string gp = fmt::format(
-        "set terminal pngcairo noenhanced size 800,500\nset output {}\n"
-        "set title 'Functions of the kept heads (a head can have several)'\n"
-        "set xlabel 'heads kept'\nset ylabel 'heads'\nset grid\nset key outside\n"
-        "set xrange [*:*] reverse\nset style data linespoints\n"
-        "plot {} u 1:2 t 'positional' lw 2, '' u 1:3 t 'syntactic' lw 2, '' u 1:4 t 'rare-token' "
-        "lw 2, '' u 1:5 t 'none' lw 2\n",
-        plot::quote((pd / "functions.png").string()), plot::quote((pd / "functions.dat").string()));
-    io::write_file_atomic(pd / "functions.gp", gp);
-    if (plot::run_gnuplot(pd / "functions.gp"))
-      md += "\nKept heads by function: [functions.png](plots/functions.png)\n";
-  }
+  if (o.plots && !figure.empty() && plot::have_gnuplot()) md += functions_figure(o.dir, figure);
   return md;
 }
 
-}  // namespace
-
-std::string heads_summary(const std::vector<int64_t>& heads) {
-  return fmt::format("{}", fmt::join(heads, "/"));
-}
-
-Report write_report(const ReportOptions& o) {
+// sweep.json of the folder or, for committed records without it, the manifest of the sweep file.
+json read_manifest(const ReportOptions& o) {
   auto manifest = read_json(o.dir / "sweep.json");
   if (!manifest && !o.sweep_file.empty()) manifest = sweep_manifest(load_sweep(o.sweep_file));
   HC_CHECK(manifest,
            "{} is not a sweep folder: no sweep.json (run `headcount sweep` first, or name the "
            "sweep file its runs came from with --sweep)",
            o.dir.string());
-  Report r;
-  r.splits = requested_splits(o);
-  const std::string primary = r.splits.empty() ? "" : r.splits.back();
-  for (const auto& a : (*manifest)["axes"]) r.axes.push_back(a.get<std::string>());
-  // The primary figures of a row: its scores on the last split listed.
-  auto take_primary = [&](ReportRow& row) {
-    if (primary.empty()) return;
-    if (const auto it = row.scores.find(primary); it != row.scores.end()) {
-      row.bleu = it->second.bleu;
-      row.chrf = it->second.chrf;
-      row.sentences_per_s = it->second.sentences_per_s;
-    }
-    if (const auto it = row.scratch_scores.find(primary); it != row.scratch_scores.end())
-      row.bleu_scratch = it->second.bleu;
-  };
+  return *manifest;
+}
 
-  // The baseline.
+// The primary figures of a row: its scores on the last split listed.
+void take_primary(const std::string& primary, ReportRow& row) {
+  if (primary.empty()) return;
+  if (const auto it = row.scores.find(primary); it != row.scores.end()) {
+    row.bleu = it->second.bleu;
+    row.chrf = it->second.chrf;
+    row.sentences_per_s = it->second.sentences_per_s;
+  }
+  if (const auto it = row.scratch_scores.find(primary); it != row.scratch_scores.end())
+    row.bleu_scratch = it->second.bleu;
+}
+
+// The baseline's row, first in the table, where the sweep names one; returns its BLEU.
+std::optional<double> add_baseline_row(const ReportOptions& o, const json& manifest,
+                                       const std::string& primary, Report& r) {
   std::optional<double> base_bleu;
-  const std::string baseline = manifest->value("baseline", "");
-  if (!baseline.empty()) {
-    ReportRow b;
-    b.name = "baseline";
-    const fs::path run = baseline;
-    const auto s = trained_score(run);
-    b.state = s.finished ? "done" : (s.bleu ? "training" : "missing");
-    fs::path ckpt = run::RunFolder{run}.best();
-    if (!fs::exists(ckpt)) ckpt = run;  // the baseline given as a checkpoint folder
-    if (const auto a = read_json(ckpt / "architecture.json")) b.heads = heads_of(*a);
-    if (r.splits.empty()) {
-      b.bleu = s.bleu;
-      b.chrf = s.chrf;
-    } else {
-      b.scores = split_scores(o, r.splits, ckpt, run);
-      take_primary(b);
-    }
-    base_bleu = b.bleu;
-    r.rows.push_back(b);
+  const std::string baseline = manifest.value("baseline", "");
+  if (baseline.empty()) return base_bleu;
+  ReportRow b;
+  b.name = "baseline";
+  const fs::path run = baseline;
+  const auto s = trained_score(run);
+  b.state = s.finished ? "done" : (s.bleu ? "training" : "missing");
+  fs::path ckpt = run::RunFolder{run}.best();
+  if (!fs::exists(ckpt)) ckpt = run;  // the baseline given as a checkpoint folder
+  if (const auto a = read_json(ckpt / "architecture.json")) b.heads = heads_of(*a);
+  if (r.splits.empty()) {
+    b.bleu = s.bleu;
+    b.chrf = s.chrf;
+  } else {
+    b.scores = split_scores(o, r.splits, ckpt, run);
+    take_primary(primary, b);
   }
-  const bool retrain = manifest->value("retrain", false);
-  for (const auto& p : (*manifest)["points"]) {
-    ReportRow row;
-    row.name = p["name"].get<std::string>();
-    row.is_control = p.value("is_control", false);
-    row.control = p.value("control", "");
-    for (const auto& [k, v] : p["values"].items()) row.values.emplace_back(k, v.get<std::string>());
-    const fs::path run = o.dir / row.name;
-    row.state = state_name(run_state(run));
-    if (const auto pr = read_json(run::RunFolder{run}.pruning())) {
-      if (pr->contains("heads_after")) row.heads = heads_of((*pr)["heads_after"]);
-      if (pr->contains("parameters_after")) row.parameters = (*pr)["parameters_after"];
-      if (!r.rows.empty() && r.rows[0].name == "baseline" && !r.rows[0].parameters &&
-          pr->contains("parameters_before"))
-        r.rows[0].parameters = (*pr)["parameters_before"].get<int64_t>();
-      if (r.splits.empty()) {
-        row.bleu = pr->value("dev_bleu_end", 0.0);
-        for (const auto& e : run::read_jsonl(run::RunFolder{run}.metrics()))
-          if (e.value("event", "") == "final" && e.contains("dev_chrf"))
-            row.chrf = e["dev_chrf"].get<double>();
-      } else {
-        row.scores = split_scores(o, r.splits, run::RunFolder{run}.pruned(), run);
-      }
-    } else if (manifest->value("command", "") == "train") {
-      const auto s = trained_score(run);
-      if (r.splits.empty()) {
-        row.bleu = s.bleu;
-        row.chrf = s.chrf;
-      } else {
-        row.scores = split_scores(o, r.splits, run::RunFolder{run}.best(), run);
-      }
-      if (const auto a = read_json(run::RunFolder{run}.best() / "architecture.json"))
-        row.heads = heads_of(*a);
-    }
-    if (retrain && nothing_pruned(run)) {
-      row.scratch_state = "nothing pruned";  // the architecture is the baseline's
-    } else if (retrain) {
-      const fs::path scratch = run / "scratch";
-      row.scratch_state = state_name(run_state(scratch));
-      if (r.splits.empty()) {
-        row.bleu_scratch = trained_score(scratch).bleu;
-      } else if (run_state(scratch) == RunState::kDone) {
-        row.scratch_scores = split_scores(o, r.splits, run::RunFolder{scratch}.best(), scratch);
-      }
-    }
-    take_primary(row);
-    if (row.bleu && base_bleu) row.delta = *row.bleu - *base_bleu;
-    r.rows.push_back(row);
+  base_bleu = b.bleu;
+  r.rows.push_back(b);
+  return base_bleu;
+}
+
+// A prune run's row from its pruning.json (and the baseline's parameter count, where missing).
+void score_prune_run(const ReportOptions& o, const json& pr, const fs::path& run, Report& r,
+                     ReportRow& row) {
+  if (pr.contains("heads_after")) row.heads = heads_of(pr["heads_after"]);
+  if (pr.contains("parameters_after")) row.parameters = pr["parameters_after"];
+  if (!r.rows.empty() && r.rows[0].name == "baseline" && !r.rows[0].parameters &&
+      pr.contains("parameters_before"))
+    r.rows[0].parameters = pr["parameters_before"].get<int64_t>();
+  if (r.splits.empty()) {
+    row.bleu = pr.value("dev_bleu_end", 0.0);
+    for (const auto& e : run::read_jsonl(run::RunFolder{run}.metrics()))
+      if (e.value("event", "") == "final" && e.contains("dev_chrf"))
+        row.chrf = e["dev_chrf"].get<double>();
+  } else {
+    row.scores = split_scores(o, r.splits, run::RunFolder{run}.pruned(), run);
   }
-  // Against the zero-pruning control of each run's setting.
-  auto control_row = [&](const ReportRow& row) -> const ReportRow* {
-    if (row.control.empty()) return nullptr;
-    for (const auto& c : r.rows)
-      if (c.name == row.control && c.name != "baseline") return &c;
-    return nullptr;
-  };
+}
+
+// A training sweep's run: its best checkpoint.
+void score_train_run(const ReportOptions& o, const fs::path& run, const Report& r, ReportRow& row) {
+  const auto s = trained_score(run);
+  if (r.splits.empty()) {
+    row.bleu = s.bleu;
+    row.chrf = s.chrf;
+  } else {
+    row.scores = split_scores(o, r.splits, run::RunFolder{run}.best(), run);
+  }
+  if (const auto a = read_json(run::RunFolder{run}.best() / "architecture.json"))
+    row.heads = heads_of(*a);
+}
+
+// The run's pruned architecture trained from scratch (with the sweep's retrain).
+void score_scratch_run(const ReportOptions& o, const fs::path& run, const Report& r,
+                       ReportRow& row) {
+  if (nothing_pruned(run)) {
+    row.scratch_state = "nothing pruned";  // the architecture is the baseline's
+    return;
+  }
+  const fs::path scratch = run / "scratch";
+  row.scratch_state = state_name(run_state(scratch));
+  if (r.splits.empty()) {
+    row.bleu_scratch = trained_score(scratch).bleu;
+  } else if (run_state(scratch) == RunState::kDone) {
+    row.scratch_scores = split_scores(o, r.splits, run::RunFolder{scratch}.best(), scratch);
+  }
+}
+
+// One sweep point's row.
+ReportRow point_row(const ReportOptions& o, const json& manifest, const json& p,
+                    const std::string& primary, const std::optional<double>& base_bleu, Report& r) {
+  ReportRow row;
+  row.name = p["name"].get<std::string>();
+  row.is_control = p.value("is_control", false);
+  row.control = p.value("control", "");
+  for (const auto& [k, v] : p["values"].items()) row.values.emplace_back(k, v.get<std::string>());
+  const fs::path run = o.dir / row.name;
+  row.state = state_name(run_state(run));
+  if (const auto pr = read_json(run::RunFolder{run}.pruning()))
+    score_prune_run(o, *pr, run, r, row);
+  else if (manifest.value("command", "") == "train")
+    score_train_run(o, run, r, row);
+  if (manifest.value("retrain", false)) score_scratch_run(o, run, r, row);
+  take_primary(primary, row);
+  if (row.bleu && base_bleu) row.delta = *row.bleu - *base_bleu;
+  return row;
+}
+
+// The zero-pruning control of the row's setting, if the table has it.
+const ReportRow* control_row(const Report& r, const ReportRow& row) {
+  if (row.control.empty()) return nullptr;
+  for (const auto& c : r.rows)
+    if (c.name == row.control && c.name != "baseline") return &c;
+  return nullptr;
+}
+
+// Against the zero-pruning control of each run's setting.
+void compare_with_controls(const std::string& primary, Report& r) {
   for (auto& row : r.rows) {
-    const ReportRow* c = control_row(row);
+    const ReportRow* c = control_row(r, row);
     if (!c || !row.bleu || !c->bleu) continue;
     row.delta_control = *row.bleu - *c->bleu;
     const auto mine = row.scores.find(primary);
@@ -544,154 +637,230 @@ Report write_report(const ReportOptions& o) {
     if (!primary.empty() && mine != row.scores.end() && theirs != c->scores.end())
       row.p_control = paired_p(mine->second, theirs->second);
   }
-  // Against the baseline (the first row), on the primary split.
-  if (!primary.empty() && !r.rows.empty() && r.rows[0].name == "baseline") {
-    const auto base_scores = r.rows[0].scores.find(primary);
-    for (size_t i = 1; i < r.rows.size(); ++i) {
-      auto& row = r.rows[i];
-      const auto mine = row.scores.find(primary);
-      if (row.delta && base_scores != r.rows[0].scores.end() && mine != row.scores.end())
-        row.p_baseline = paired_p(mine->second, base_scores->second);
-    }
+}
+
+// Against the baseline (the first row), on the primary split.
+void compare_with_baseline(const std::string& primary, Report& r) {
+  if (primary.empty() || r.rows.empty() || r.rows[0].name != "baseline") return;
+  const auto base_scores = r.rows[0].scores.find(primary);
+  for (size_t i = 1; i < r.rows.size(); ++i) {
+    auto& row = r.rows[i];
+    const auto mine = row.scores.find(primary);
+    if (row.delta && base_scores != r.rows[0].scores.end() && mine != row.scores.end())
+      row.p_baseline = paired_p(mine->second, base_scores->second);
   }
-  const bool p_column = std::any_of(r.rows.begin(), r.rows.end(),
-                                    [](const ReportRow& row) { return row.p_control.has_value(); });
-  const bool p_baseline_column =
-      std::any_of(r.rows.begin(), r.rows.end(),
-                  [](const ReportRow& row) { return row.p_baseline.has_value(); });
-  // The splits with several references (an all_refs score in any row's evaluation): their BLEU
-  // against all references gets columns of its own. With several splits or such a split, the
-  // table has a BLEU column per split (and reference set).
+}
+
+// A per-split BLEU column of the trained runs or of their retrainings from scratch: each split's,
+// and a split with several references also against all of them.
+struct SplitColumn {
+  std::string split;
+  bool scratch, all_refs;
+  std::string csv() const {
+    return fmt::format("bleu_{}{}{}", scratch ? "scratch_" : "", split,
+                       all_refs ? "_all_refs" : "");
+  }
+  std::string md() const {
+    return fmt::format("{} {}{}", split, scratch ? "from scratch" : "BLEU",
+                       all_refs ? " all refs" : "");
+  }
+  std::optional<double> of(const ReportRow& row) const {
+    const auto& m = scratch ? row.scratch_scores : row.scores;
+    const auto it = m.find(split);
+    if (it == m.end()) return std::nullopt;
+    return all_refs ? it->second.bleu_all_refs : it->second.bleu;
+  }
+};
+
+// A change column: the difference (`of`) and, where both sides' translations are recorded, its
+// paired bootstrap p-value (`p`, unset for the columns without one).
+struct ChangeColumn {
+  std::string md, csv;
+  std::function<std::optional<double>(const ReportRow&)> of;
+  std::function<std::optional<double>(const ReportRow&)> p;
+};
+
+std::optional<double> split_bleu(const std::map<std::string, SplitScores>& m,
+                                 const std::string& split) {
+  const auto it = m.find(split);
+  return it == m.end() ? std::nullopt : it->second.bleu;
+}
+
+std::optional<double> minus(const std::optional<double>& a, const std::optional<double>& b) {
+  if (!a || !b) return std::nullopt;
+  return *a - *b;
+}
+
+std::optional<double> split_p(const std::map<std::string, SplitScores>& a,
+                              const std::map<std::string, SplitScores>& b,
+                              const std::string& split) {
+  const auto x = a.find(split), y = b.find(split);
+  if (x == a.end() || y == b.end()) return std::nullopt;
+  return paired_p(x->second, y->second);
+}
+
+// The table's columns, decided from its rows, and the change columns' values row by row.
+struct Layout {
+  std::string primary;
+  bool retrain = false;
+  bool p_column = false, p_baseline_column = false;
+  // A BLEU column per split (and reference set): with several splits or a split with several
+  // references.
+  bool per_split = false;
+  bool chrf_all_refs_column = false;  // chrF against all references of the primary split (csv)
+  bool scratch_change = false;
+  std::vector<SplitColumn> trained_columns, scratch_columns;
+  std::vector<std::string> other_splits;
+  std::vector<ChangeColumn> change_columns;
+  std::vector<std::vector<std::optional<double>>> change_value, change_p;
+  std::vector<bool> change_has_p;
+};
+
+// The splits with several references (an all_refs score in any row's evaluation): their BLEU
+// against all references gets columns of its own.
+std::set<std::string> splits_with_several_refs(const Report& r) {
   std::set<std::string> several_refs;
   for (const auto& row : r.rows)
     for (const auto* m : {&row.scores, &row.scratch_scores})
       for (const auto& [split, sc] : *m)
         if (sc.bleu_all_refs) several_refs.insert(split);
-  const bool per_split = r.splits.size() > 1 || !several_refs.empty();
-  if (r.splits.empty())
-    r.bleu_label = "dev BLEU (as logged by the runs)";
-  else if (!per_split)
-    r.bleu_label = fmt::format("{} BLEU (decode.* settings of each checkpoint)", primary);
-  else
-    r.bleu_label = fmt::format(
-        "{} BLEU against the first reference (decode.* settings of each checkpoint)", primary);
-  // The per-split BLEU columns of the trained runs and of their retrainings from scratch: each
-  // split's, and a split with several references also against all of them.
-  struct SplitColumn {
-    std::string split;
-    bool scratch, all_refs;
-    std::string csv() const {
-      return fmt::format("bleu_{}{}{}", scratch ? "scratch_" : "", split,
-                         all_refs ? "_all_refs" : "");
+  return several_refs;
+}
+
+std::string bleu_label(const Report& r, const Layout& t) {
+  if (r.splits.empty()) return "dev BLEU (as logged by the runs)";
+  if (!t.per_split) return fmt::format("{} BLEU (decode.* settings of each checkpoint)", t.primary);
+  return fmt::format("{} BLEU against the first reference (decode.* settings of each checkpoint)",
+                     t.primary);
+}
+
+void add_split_columns(const Report& r, const std::set<std::string>& several_refs, Layout& t) {
+  if (!t.per_split) return;
+  for (const auto& s : r.splits)
+    for (bool all_refs : {false, true}) {
+      if (all_refs && !several_refs.count(s)) continue;
+      t.trained_columns.push_back({s, false, all_refs});
+      t.scratch_columns.push_back({s, true, all_refs});
     }
-    std::string md() const {
-      return fmt::format("{} {}{}", split, scratch ? "from scratch" : "BLEU",
-                         all_refs ? " all refs" : "");
-    }
-    std::optional<double> of(const ReportRow& row) const {
-      const auto& m = scratch ? row.scratch_scores : row.scores;
-      const auto it = m.find(split);
-      if (it == m.end()) return std::nullopt;
-      return all_refs ? it->second.bleu_all_refs : it->second.bleu;
-    }
-  };
-  std::vector<SplitColumn> trained_columns, scratch_columns;
-  if (per_split) {
-    for (const auto& s : r.splits)
-      for (bool all_refs : {false, true}) {
-        if (all_refs && !several_refs.count(s)) continue;
-        trained_columns.push_back({s, false, all_refs});
-        scratch_columns.push_back({s, true, all_refs});
-      }
-  }
-  // chrF against all references of the primary split (csv only).
-  const bool chrf_all_refs_column = per_split && several_refs.count(primary) > 0;
-  // The changes on the other splits (against the baseline and the run's control, first
-  // reference), and from scratch against from trained (each split's, the primary's first).
+}
+
+// The changes on the other splits: against the baseline and against the run's control (first
+// reference).
+void add_other_split_changes(const Report& r, Layout& t) {
+  const Report* rep = &r;
   const ReportRow* base_row =
       !r.rows.empty() && r.rows[0].name == "baseline" ? &r.rows[0] : nullptr;
-  auto split_bleu = [](const std::map<std::string, SplitScores>& m,
-                       const std::string& split) -> std::optional<double> {
-    const auto it = m.find(split);
-    return it == m.end() ? std::nullopt : it->second.bleu;
-  };
-  auto minus = [](const std::optional<double>& a,
-                  const std::optional<double>& b) -> std::optional<double> {
-    if (!a || !b) return std::nullopt;
-    return *a - *b;
-  };
-  // A change column: the difference (`of`) and, where both sides' translations are recorded,
-  // its paired bootstrap p-value (`p`, unset for the columns without one).
-  struct ChangeColumn {
-    std::string md, csv;
-    std::function<std::optional<double>(const ReportRow&)> of;
-    std::function<std::optional<double>(const ReportRow&)> p;
-  };
-  auto split_p = [](const std::map<std::string, SplitScores>& a,
-                    const std::map<std::string, SplitScores>& b,
-                    const std::string& split) -> std::optional<double> {
-    const auto x = a.find(split), y = b.find(split);
-    if (x == a.end() || y == b.end()) return std::nullopt;
-    return paired_p(x->second, y->second);
-  };
-  std::vector<ChangeColumn> change_columns;
-  std::vector<std::string> other_splits;
-  for (const auto& s : r.splits)
-    if (s != primary) other_splits.push_back(s);
-  for (const auto& s : other_splits) {
-    change_columns.push_back({s + " vs baseline", "bleu_change_" + s,
-                              [&, s](const ReportRow& row) {
-                                if (!base_row || &row == base_row) return std::optional<double>();
-                                return minus(split_bleu(row.scores, s),
-                                             split_bleu(base_row->scores, s));
-                              },
-                              [&, s](const ReportRow& row) {
-                                if (!base_row || &row == base_row) return std::optional<double>();
-                                return split_p(row.scores, base_row->scores, s);
-                              }});
-    change_columns.push_back({s + " vs control", "bleu_change_control_" + s,
-                              [&, s](const ReportRow& row) {
-                                const ReportRow* c = control_row(row);
-                                if (!c) return std::optional<double>();
-                                return minus(split_bleu(row.scores, s), split_bleu(c->scores, s));
-                              },
-                              [&, s](const ReportRow& row) {
-                                const ReportRow* c = control_row(row);
-                                if (!c) return std::optional<double>();
-                                return split_p(row.scores, c->scores, s);
-                              }});
+  for (const auto& s : t.other_splits) {
+    t.change_columns.push_back({s + " vs baseline", "bleu_change_" + s,
+                                [base_row, s](const ReportRow& row) {
+                                  if (!base_row || &row == base_row) return std::optional<double>();
+                                  return minus(split_bleu(row.scores, s),
+                                               split_bleu(base_row->scores, s));
+                                },
+                                [base_row, s](const ReportRow& row) {
+                                  if (!base_row || &row == base_row) return std::optional<double>();
+                                  return split_p(row.scores, base_row->scores, s);
+                                }});
+    t.change_columns.push_back({s + " vs control", "bleu_change_control_" + s,
+                                [rep, s](const ReportRow& row) {
+                                  const ReportRow* c = control_row(*rep, row);
+                                  if (!c) return std::optional<double>();
+                                  return minus(split_bleu(row.scores, s), split_bleu(c->scores, s));
+                                },
+                                [rep, s](const ReportRow& row) {
+                                  const ReportRow* c = control_row(*rep, row);
+                                  if (!c) return std::optional<double>();
+                                  return split_p(row.scores, c->scores, s);
+                                }});
   }
-  const bool scratch_change = std::any_of(r.rows.begin(), r.rows.end(), [](const ReportRow& row) {
-    return row.bleu && row.bleu_scratch;
-  });
-  if (scratch_change) {
-    change_columns.push_back(
-        {"scratch vs trained", "bleu_scratch_change",
-         [&](const ReportRow& row) { return minus(row.bleu_scratch, row.bleu); },
-         [&](const ReportRow& row) {
-           return primary.empty() ? std::nullopt : split_p(row.scratch_scores, row.scores, primary);
-         }});
-    for (const auto& s : other_splits)
-      change_columns.push_back(
-          {s + " scratch vs trained", "bleu_scratch_change_" + s,
-           [&, s](const ReportRow& row) {
-             return minus(split_bleu(row.scratch_scores, s), split_bleu(row.scores, s));
-           },
-           [&, s](const ReportRow& row) { return split_p(row.scratch_scores, row.scores, s); }});
-  }
-  // The change columns' values and p-values, row by row (a p-value resamples the translations).
-  std::vector<std::vector<std::optional<double>>> change_value(r.rows.size()),
-      change_p(r.rows.size());
-  std::vector<bool> change_has_p(change_columns.size(), false);
-  for (size_t i = 0; i < r.rows.size(); ++i)
-    for (size_t j = 0; j < change_columns.size(); ++j) {
-      const auto& col = change_columns[j];
-      change_value[i].push_back(col.of(r.rows[i]));
-      change_p[i].push_back(change_value[i].back() ? col.p(r.rows[i]) : std::nullopt);
-      if (change_p[i].back()) change_has_p[j] = true;
-    }
+}
 
-  // results.csv
+// From scratch against from trained (each split's, the primary's first).
+void add_scratch_changes(const Report& r, Layout& t) {
+  t.scratch_change = std::any_of(r.rows.begin(), r.rows.end(),
+                                 [](const ReportRow& row) { return row.bleu && row.bleu_scratch; });
+  if (!t.scratch_change) return;
+  const std::string primary = t.primary;
+  t.change_columns.push_back(
+      {"scratch vs trained", "bleu_scratch_change",
+       [](const ReportRow& row) { return minus(row.bleu_scratch, row.bleu); },
+       [primary](const ReportRow& row) {
+         return primary.empty() ? std::nullopt : split_p(row.scratch_scores, row.scores, primary);
+       }});
+  for (const auto& s : t.other_splits)
+    t.change_columns.push_back(
+        {s + " scratch vs trained", "bleu_scratch_change_" + s,
+         [s](const ReportRow& row) {
+           return minus(split_bleu(row.scratch_scores, s), split_bleu(row.scores, s));
+         },
+         [s](const ReportRow& row) { return split_p(row.scratch_scores, row.scores, s); }});
+}
+
+// The change columns' values and p-values, row by row (a p-value resamples the translations).
+void compute_changes(const Report& r, Layout& t) {
+  t.change_value.assign(r.rows.size(), {});
+  t.change_p.assign(r.rows.size(), {});
+  t.change_has_p.assign(t.change_columns.size(), false);
+  for (size_t i = 0; i < r.rows.size(); ++i)
+    for (size_t j = 0; j < t.change_columns.size(); ++j) {
+      const auto& col = t.change_columns[j];
+      t.change_value[i].push_back(col.of(r.rows[i]));
+      t.change_p[i].push_back(t.change_value[i].back() ? col.p(r.rows[i]) : std::nullopt);
+      if (t.change_p[i].back()) t.change_has_p[j] = true;
+    }
+}
+
+// Decides the table's columns (and the BLEU column's label) from the rows.
+Layout table_layout(const std::string& primary, bool retrain, Report& r) {
+  Layout t;
+  t.primary = primary;
+  t.retrain = retrain;
+  t.p_column = std::any_of(r.rows.begin(), r.rows.end(),
+                           [](const ReportRow& row) { return row.p_control.has_value(); });
+  t.p_baseline_column = std::any_of(r.rows.begin(), r.rows.end(), [](const ReportRow& row) {
+    return row.p_baseline.has_value();
+  });
+  const std::set<std::string> several_refs = splits_with_several_refs(r);
+  t.per_split = r.splits.size() > 1 || !several_refs.empty();
+  r.bleu_label = bleu_label(r, t);
+  add_split_columns(r, several_refs, t);
+  t.chrf_all_refs_column = t.per_split && several_refs.count(primary) > 0;
+  for (const auto& s : r.splits)
+    if (s != primary) t.other_splits.push_back(s);
+  add_other_split_changes(r, t);
+  add_scratch_changes(r, t);
+  compute_changes(r, t);
+  return t;
+}
+
+// A row's cells shared by the csv and the markdown.
+struct RowCells {
+  std::vector<std::string> values;  // per axis
+  std::string heads, total, params;
+};
+RowCells row_cells(const Report& r, const ReportRow& row) {
+  RowCells c;
+  for (const auto& a : r.axes) {
+    std::string v;
+    for (const auto& [k, x] : row.values)
+      if (k == a) v = x;
+    c.values.push_back(v);
+  }
+  int64_t total = 0;
+  if (row.heads)
+    for (auto h : *row.heads) total += h;
+  c.heads = row.heads ? heads_summary(*row.heads) : "";
+  c.total = row.heads ? std::to_string(total) : "";
+  c.params = row.parameters ? std::to_string(*row.parameters) : "";
+  return c;
+}
+
+// A p-value in the csv.
+std::string p_field(const std::optional<double>& p) {
+  return p ? fmt::format("{:.4f}", *p) : std::string();
+}
+
+std::string csv_header(const Report& r, const Layout& t) {
   std::vector<std::string> header = {"run", "state"};
   for (const auto& a : r.axes) header.push_back(a);
   for (const char* h :
@@ -699,26 +868,54 @@ Report write_report(const ReportOptions& o) {
         "chrf", "bleu_change", "control", "bleu_change_control", "sentences_per_s"})
     header.push_back(h);
   // Per split, appended so that readers of the columns above keep working.
-  for (const auto& col : trained_columns) header.push_back(col.csv());
-  if (chrf_all_refs_column) header.push_back("chrf_" + primary + "_all_refs");
-  for (const auto& col : scratch_columns) header.push_back(col.csv());
-  for (const auto& col : change_columns) header.push_back(col.csv);
-  if (p_column) header.push_back("p_control");
-  if (p_baseline_column) header.push_back("p_baseline");
-  for (size_t j = 0; j < change_columns.size(); ++j)
-    if (change_has_p[j]) header.push_back("p_" + change_columns[j].csv);
-  std::string csv = fmt::format("{}\n", fmt::join(header, ","));
-  // A p-value in the csv, and a change with its p-value (where there is one) in the markdown.
-  auto p_field = [](const std::optional<double>& p) {
-    return p ? fmt::format("{:.4f}", *p) : std::string();
-  };
-  auto change_cell = [](const std::optional<double>& v, const std::optional<double>& p) {
-    return !v  ? std::string("-")
-           : p ? fmt::format("{:+.2f} (p {:.3f})", *v, *p)
-               : fmt::format("{:+.2f}", *v);
-  };
+  for (const auto& col : t.trained_columns) header.push_back(col.csv());
+  if (t.chrf_all_refs_column) header.push_back("chrf_" + t.primary + "_all_refs");
+  for (const auto& col : t.scratch_columns) header.push_back(col.csv());
+  for (const auto& col : t.change_columns) header.push_back(col.csv);
+  if (t.p_column) header.push_back("p_control");
+  if (t.p_baseline_column) header.push_back("p_baseline");
+  for (size_t j = 0; j < t.change_columns.size(); ++j)
+    if (t.change_has_p[j]) header.push_back("p_" + t.change_columns[j].csv);
+  return fmt::format("{}\n", fmt::join(header, ","));
+}
+
+std::string csv_line(const Report& r, const Layout& t, size_t ri) {
+  const ReportRow& row = r.rows[ri];
+  const RowCells cells = row_cells(r, row);
+  std::vector<std::string> c = {row.name, row.state};
+  for (const auto& v : cells.values) c.push_back(v);
+  for (const auto& s : {cells.heads, cells.total, cells.params, num(row.bleu),
+                        num(row.bleu_scratch), row.scratch_state, num(row.chrf), num(row.delta),
+                        row.is_control ? std::string("self") : row.control, num(row.delta_control),
+                        num(row.sentences_per_s, 1)})
+    c.push_back(s);
+  for (const auto& col : t.trained_columns) c.push_back(num(col.of(row)));
+  if (t.chrf_all_refs_column) {
+    const auto it = row.scores.find(t.primary);
+    c.push_back(it == row.scores.end() ? "" : num(it->second.chrf_all_refs));
+  }
+  for (const auto& col : t.scratch_columns) c.push_back(num(col.of(row)));
+  for (const auto& v : t.change_value[ri]) c.push_back(num(v));
+  if (t.p_column) c.push_back(p_field(row.p_control));
+  if (t.p_baseline_column) c.push_back(p_field(row.p_baseline));
+  for (size_t j = 0; j < t.change_columns.size(); ++j)
+    if (t.change_has_p[j]) c.push_back(p_field(t.change_p[ri][j]));
+  std::vector<std::string> cq;
+  for (const auto& s : c) cq.push_back(csv_field(s));
+  return fmt::format("{}\n", fmt::join(cq, ","));
+}
+
+// results.csv
+std::string render_csv(const Report& r, const Layout& t) {
+  std::string csv = csv_header(r, t);
+  for (size_t ri = 0; ri < r.rows.size(); ++ri) csv += csv_line(r, t, ri);
+  return csv;
+}
+
+// What the markdown table's columns are.
+std::string markdown_legend(const Report& r, const Layout& t) {
   std::string md;
-  if (per_split) {
+  if (t.per_split) {
     std::vector<std::string> names;
     for (const auto& s : r.splits) names.push_back(s + " BLEU");
     md += fmt::format(
@@ -726,10 +923,10 @@ Report write_report(const ReportOptions& o) {
         "sent/s and the plot are on it. {}: against the split's first reference; all refs: "
         "against all its references together. {}",
         r.bleu_label, fmt::join(names, ", "),
-        other_splits.empty()
+        t.other_splits.empty()
             ? std::string()
             : fmt::format("{} vs baseline, {} vs control: the same changes on that split. ",
-                          fmt::join(other_splits, "/"), fmt::join(other_splits, "/")));
+                          fmt::join(t.other_splits, "/"), fmt::join(t.other_splits, "/")));
   } else {
     md += fmt::format("BLEU: {}. ", r.bleu_label);
   }
@@ -739,117 +936,126 @@ Report write_report(const ReportOptions& o) {
       "from a random initialisation. vs control: BLEU minus that of the zero-pruning control of "
       "the run's setting (the baseline fine-tuned for the same steps with prune.lambda 0)";
   const bool any_p =
-      p_column || p_baseline_column ||
-      std::find(change_has_p.begin(), change_has_p.end(), true) != change_has_p.end();
+      t.p_column || t.p_baseline_column ||
+      std::find(t.change_has_p.begin(), t.change_has_p.end(), true) != t.change_has_p.end();
   md += any_p ? "; p: the paired bootstrap p-value of a change (1,000 resamples of the "
                 "segments; `headcount bleu --paired-bs`), where both translations are recorded"
               : "";
-  if (scratch_change)
+  if (t.scratch_change)
     md +=
         "; scratch vs trained: BLEU from scratch minus BLEU of the pruned model fine-tuned from "
         "the baseline (from trained)";
   md += ".\n\n";
+  return md;
+}
+
+std::string markdown_header(const Report& r, const Layout& t) {
   std::vector<std::string> mdh = {"run"};
   for (const auto& a : r.axes) mdh.push_back(a);
   for (const char* h : {"heads e/d/d-e", "total", "parameters"}) mdh.push_back(h);
-  if (per_split) {
-    for (const auto* cols : {&trained_columns, &scratch_columns})
+  if (t.per_split) {
+    for (const auto* cols : {&t.trained_columns, &t.scratch_columns})
       for (const auto& col : *cols) mdh.push_back(col.md());
   } else {
     mdh.push_back("BLEU");
     mdh.push_back("from scratch");
   }
   for (const char* h : {"chrF", "vs baseline", "vs control"}) mdh.push_back(h);
-  for (const auto& col : change_columns) mdh.push_back(col.md);
+  for (const auto& col : t.change_columns) mdh.push_back(col.md);
   mdh.push_back("sent/s");
-  md += fmt::format("| {} |\n", fmt::join(mdh, " | "));
+  std::string md = fmt::format("| {} |\n", fmt::join(mdh, " | "));
   std::vector<std::string> align(mdh.size(), "---:");
   align[0] = "---";
   for (size_t i = 0; i < r.axes.size(); ++i) align[1 + i] = "---";
   md += fmt::format("| {} |\n", fmt::join(align, " | "));
-  for (size_t ri = 0; ri < r.rows.size(); ++ri) {
-    const ReportRow& row = r.rows[ri];
-    std::vector<std::string> vals;
-    for (const auto& a : r.axes) {
-      std::string v;
-      for (const auto& [k, x] : row.values)
-        if (k == a) v = x;
-      vals.push_back(v);
-    }
-    int64_t total = 0;
-    if (row.heads)
-      for (auto h : *row.heads) total += h;
-    const std::string heads = row.heads ? heads_summary(*row.heads) : "";
-    const std::string total_s = row.heads ? std::to_string(total) : "";
-    const std::string params = row.parameters ? std::to_string(*row.parameters) : "";
-    std::vector<std::string> c = {row.name, row.state};
-    for (const auto& v : vals) c.push_back(v);
-    for (const auto& s :
-         {heads, total_s, params, num(row.bleu), num(row.bleu_scratch), row.scratch_state,
-          num(row.chrf), num(row.delta), row.is_control ? std::string("self") : row.control,
-          num(row.delta_control), num(row.sentences_per_s, 1)})
-      c.push_back(s);
-    for (const auto& col : trained_columns) c.push_back(num(col.of(row)));
-    if (chrf_all_refs_column) {
-      const auto it = row.scores.find(primary);
-      c.push_back(it == row.scores.end() ? "" : num(it->second.chrf_all_refs));
-    }
-    for (const auto& col : scratch_columns) c.push_back(num(col.of(row)));
-    for (const auto& v : change_value[ri]) c.push_back(num(v));
-    if (p_column) c.push_back(p_field(row.p_control));
-    if (p_baseline_column) c.push_back(p_field(row.p_baseline));
-    for (size_t j = 0; j < change_columns.size(); ++j)
-      if (change_has_p[j]) c.push_back(p_field(change_p[ri][j]));
-    std::vector<std::string> cq;
-    for (const auto& s : c) cq.push_back(csv_field(s));
-    csv += fmt::format("{}\n", fmt::join(cq, ","));
+  return md;
+}
 
-    auto missing = [](const std::string& v, const std::string& state) {
-      if (!v.empty()) return v;
-      return state.empty() || state == "done" ? std::string("-") : fmt::format("({})", state);
-    };
-    std::vector<std::string> notes;
-    if (row.is_control) notes.push_back("control");
-    if (row.state != "done" && row.name != "baseline") notes.push_back(row.state);
-    std::vector<std::string> m = {
-        notes.empty() ? row.name : fmt::format("{} ({})", row.name, fmt::join(notes, ", "))};
-    for (const auto& v : vals) m.push_back(v.empty() ? "-" : v);
-    const bool pending = row.state != "done" && row.name != "baseline";
-    m.push_back(missing(heads, pending ? row.state : ""));
-    m.push_back(missing(total_s, pending ? row.state : ""));
-    m.push_back(missing(params, pending ? row.state : ""));
-    auto bleu_cell = [&](const std::optional<double>& v) {
-      return missing(num(v), pending ? row.state : "");
-    };
-    auto scratch_cell = [&](const std::optional<double>& v) {
-      std::string scratch = num(v);
-      if (!scratch.empty() && row.scratch_state != "done")
-        scratch += " (" + row.scratch_state + ")";
-      return retrain || !row.scratch_state.empty() ? missing(scratch, row.scratch_state) : "-";
-    };
-    if (per_split) {
-      for (const auto& col : trained_columns) m.push_back(bleu_cell(col.of(row)));
-      for (const auto& col : scratch_columns) m.push_back(scratch_cell(col.of(row)));
-    } else {
-      m.push_back(bleu_cell(row.bleu));
-      m.push_back(scratch_cell(row.bleu_scratch));
-    }
-    m.push_back(missing(num(row.chrf), pending ? row.state : ""));
-    m.push_back(change_cell(row.delta, row.p_baseline));
-    m.push_back(change_cell(row.delta_control, row.p_control));
-    for (size_t j = 0; j < change_columns.size(); ++j)
-      m.push_back(change_cell(change_value[ri][j], change_p[ri][j]));
-    m.push_back(row.sentences_per_s ? num(row.sentences_per_s, 1) : "-");
-    md += fmt::format("| {} |\n", fmt::join(m, " | "));
+// A change with its p-value, where there is one.
+std::string change_cell(const std::optional<double>& v, const std::optional<double>& p) {
+  return !v  ? std::string("-")
+         : p ? fmt::format("{:+.2f} (p {:.3f})", *v, *p)
+             : fmt::format("{:+.2f}", *v);
+}
+
+std::string markdown_line(const Report& r, const Layout& t, size_t ri) {
+  const ReportRow& row = r.rows[ri];
+  const RowCells cells = row_cells(r, row);
+  auto missing = [](const std::string& v, const std::string& state) {
+    if (!v.empty()) return v;
+    return state.empty() || state == "done" ? std::string("-") : fmt::format("({})", state);
+  };
+  std::vector<std::string> notes;
+  if (row.is_control) notes.push_back("control");
+  if (row.state != "done" && row.name != "baseline") notes.push_back(row.state);
+  std::vector<std::string> m = {
+      notes.empty() ? row.name : fmt::format("{} ({})", row.name, fmt::join(notes, ", "))};
+  for (const auto& v : cells.values) m.push_back(v.empty() ? "-" : v);
+  const std::string pending = row.state != "done" && row.name != "baseline" ? row.state : "";
+  m.push_back(missing(cells.heads, pending));
+  m.push_back(missing(cells.total, pending));
+  m.push_back(missing(cells.params, pending));
+  auto bleu_cell = [&](const std::optional<double>& v) { return missing(num(v), pending); };
+  auto scratch_cell = [&](const std::optional<double>& v) {
+    std::string scratch = num(v);
+    if (!scratch.empty() && row.scratch_state != "done") scratch += " (" + row.scratch_state + ")";
+    return t.retrain || !row.scratch_state.empty() ? missing(scratch, row.scratch_state) : "-";
+  };
+  if (t.per_split) {
+    for (const auto& col : t.trained_columns) m.push_back(bleu_cell(col.of(row)));
+    for (const auto& col : t.scratch_columns) m.push_back(scratch_cell(col.of(row)));
+  } else {
+    m.push_back(bleu_cell(row.bleu));
+    m.push_back(scratch_cell(row.bleu_scratch));
   }
-  io::write_file_atomic(o.dir / "results.csv", csv);
+  m.push_back(missing(num(row.chrf), pending));
+  m.push_back(change_cell(row.delta, row.p_baseline));
+  m.push_back(change_cell(row.delta_control, row.p_control));
+  for (size_t j = 0; j < t.change_columns.size(); ++j)
+    m.push_back(change_cell(t.change_value[ri][j], t.change_p[ri][j]));
+  m.push_back(row.sentences_per_s ? num(row.sentences_per_s, 1) : "-");
+  return fmt::format("| {} |\n", fmt::join(m, " | "));
+}
+
+// results.md's legend and table.
+std::string render_markdown(const Report& r, const Layout& t) {
+  std::string md = markdown_legend(r, t) + markdown_header(r, t);
+  for (size_t ri = 0; ri < r.rows.size(); ++ri) md += markdown_line(r, t, ri);
+  return md;
+}
+
+std::string plots_markdown(const ReportOptions& o, const Report& r) {
+  if (r.plots.empty()) return "";
+  std::string md = "\nPlots:";
+  for (const auto& p : r.plots)
+    md += fmt::format(" [{}]({})", p.filename().string(), fs::relative(p, o.dir).string());
+  return md + "\n";
+}
+
+}  // namespace
+
+std::string heads_summary(const std::vector<int64_t>& heads) {
+  return fmt::format("{}", fmt::join(heads, "/"));
+}
+
+Report write_report(const ReportOptions& o) {
+  json manifest = read_manifest(o);
+  Report r;
+  r.splits = requested_splits(o);
+  const std::string primary = r.splits.empty() ? "" : r.splits.back();
+  for (const auto& a : manifest["axes"]) r.axes.push_back(a.get<std::string>());
+  const std::optional<double> base_bleu = add_baseline_row(o, manifest, primary, r);
+  for (const auto& p : manifest["points"]) {
+    ReportRow row = point_row(o, manifest, p, primary, base_bleu, r);
+    r.rows.push_back(std::move(row));
+  }
+  compare_with_controls(primary, r);
+  compare_with_baseline(primary, r);
+  const Layout t = table_layout(primary, manifest.value("retrain", false), r);
+  io::write_file_atomic(o.dir / "results.csv", render_csv(r, t));
+  std::string md = render_markdown(r, t);
   if (o.plots) r.plots = write_plots(r, o.dir, base_bleu);
-  if (!r.plots.empty()) {
-    md += "\nPlots:";
-    for (const auto& p : r.plots)
-      md += fmt::format(" [{}]({})", p.filename().string(), fs::relative(p, o.dir).string());
-    md += "\n";
-  }
+  md += plots_markdown(o, r);
   if (o.analysis_sentences > 0) {
     r.analysis_markdown = analysis_section(o, r);
     md += r.analysis_markdown;

@@ -13,6 +13,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <deque>
 #include <fstream>
@@ -255,7 +256,10 @@ Config resolve_point(const SweepSpec& spec, const SweepPoint& point) {
   return loader.finish();
 }
 
-SweepSpec load_sweep(const fs::path& file) {
+namespace {
+
+// The sweep file's YAML, checked: it exists, parses, has no key twice and is a map.
+YAML::Node read_sweep_yaml(const fs::path& file) {
   std::error_code ec;
   HC_CHECK(fs::exists(file, ec), "sweep file {} not found", file.string());
   HC_CHECK(!fs::is_directory(file, ec), "{}: is a folder, expected a sweep file (YAML)",
@@ -269,8 +273,12 @@ SweepSpec load_sweep(const fs::path& file) {
   check_unique_keys(root, file.string());
   HC_CHECK(root.IsMap(), "{}: expected a map with command, configs and grid or runs",
            file.string());
-  SweepSpec spec;
-  spec.file = file;
+  return root;
+}
+
+// The top-level keys checked, then command, configs, set and baseline.
+void read_sweep_head(YAML::Node& root, SweepSpec& spec) {
+  const fs::path& file = spec.file;
   for (const auto& kv : root) {
     const std::string key = kv.first.Scalar();
     if (!kTopLevel.count(key)) {
@@ -290,80 +298,98 @@ SweepSpec load_sweep(const fs::path& file) {
   check_configs_exist(spec.configs, file, root["configs"], "configs");
   spec.set = assignments(root["set"], file, "set");
   if (root["baseline"]) spec.baseline = root["baseline"].Scalar();
+}
 
-  // Points: the grid's combinations, then the explicit runs.
-  std::vector<std::pair<SweepPoint, YAML::Node>> points;  // with the node errors point at
-  std::vector<YAML::Node> control_nodes;                  // per point: where its `control: NAME` is
-  if (const auto grid = root["grid"]) {
-    HC_CHECK(grid.IsMap(), "{}: grid: expected a map of config keys to lists of values",
-             where(file, grid));
-    std::vector<std::pair<std::string, std::vector<std::string>>> axes;
-    for (const auto& kv : grid) {
+// The points as written, before naming: each with the node its errors point at and, per point,
+// where its `control: NAME` is.
+struct WrittenPoints {
+  std::vector<std::pair<SweepPoint, YAML::Node>> points;
+  std::vector<YAML::Node> control_nodes;
+};
+
+// The grid's combinations, the last axis varying fastest.
+void add_grid_points(const YAML::Node& grid, SweepSpec& spec, WrittenPoints& out) {
+  const fs::path& file = spec.file;
+  HC_CHECK(grid.IsMap(), "{}: grid: expected a map of config keys to lists of values",
+           where(file, grid));
+  std::vector<std::pair<std::string, std::vector<std::string>>> axes;
+  for (const auto& kv : grid) {
+    const std::string key = kv.first.Scalar();
+    HC_CHECK(kv.second.IsSequence() && kv.second.size() > 0,
+             "{}: grid: {}: expected a non-empty list of values, e.g. [0.01, 0.05]",
+             where(file, kv.second), key);
+    std::vector<std::string> values;
+    for (const auto& v : kv.second) values.push_back(yaml_text(v));
+    axes.emplace_back(key, values);
+    spec.axes.push_back(key);
+  }
+  std::vector<size_t> index(axes.size(), 0);
+  while (true) {
+    SweepPoint p;
+    for (size_t a = 0; a < axes.size(); ++a)
+      p.values.emplace_back(axes[a].first, axes[a].second[index[a]]);
+    out.points.emplace_back(p, grid);
+    out.control_nodes.emplace_back();
+    size_t a = axes.size();
+    while (a > 0 && ++index[a - 1] == axes[a - 1].second.size()) index[--a] = 0;
+    if (a == 0) break;
+  }
+}
+
+// A run entry's `control:`: true (the run is a control) or the name of its control.
+void read_run_control(const YAML::Node& key_node, const YAML::Node& value, const SweepSpec& spec,
+                      SweepPoint& p, YAML::Node& control_node) {
+  const fs::path& file = spec.file;
+  HC_CHECK(spec.command == "prune", "{}: control: only a prune sweep has zero-pruning controls",
+           where(file, key_node));
+  HC_CHECK(value.IsScalar() && !value.Scalar().empty(),
+           "{}: control: expected true (this run is a control) or the name of this run's "
+           "control",
+           where(file, value));
+  bool is_control = false;
+  if (YAML::convert<bool>::decode(value, is_control)) {
+    p.is_control = is_control;
+  } else {
+    p.control = value.Scalar();
+    control_node = value;
+  }
+}
+
+// The explicit runs, in the order listed; a key not yet an axis becomes one.
+void add_run_points(const YAML::Node& runs, SweepSpec& spec, WrittenPoints& out) {
+  const fs::path& file = spec.file;
+  HC_CHECK(runs.IsSequence(), "{}: runs: expected a list of maps of config keys to values",
+           where(file, runs));
+  for (const auto& r : runs) {
+    HC_CHECK(r.IsMap(), "{}: runs: each run is a map of config keys to values", where(file, r));
+    SweepPoint p;
+    YAML::Node control_node;  // its `control: NAME`
+    for (const auto& kv : r) {
       const std::string key = kv.first.Scalar();
-      HC_CHECK(kv.second.IsSequence() && kv.second.size() > 0,
-               "{}: grid: {}: expected a non-empty list of values, e.g. [0.01, 0.05]",
-               where(file, kv.second), key);
-      std::vector<std::string> values;
-      for (const auto& v : kv.second) values.push_back(yaml_text(v));
-      axes.emplace_back(key, values);
-      spec.axes.push_back(key);
-    }
-    std::vector<size_t> index(axes.size(), 0);
-    while (true) {
-      SweepPoint p;
-      for (size_t a = 0; a < axes.size(); ++a)
-        p.values.emplace_back(axes[a].first, axes[a].second[index[a]]);
-      points.emplace_back(p, grid);
-      control_nodes.emplace_back();
-      size_t a = axes.size();
-      while (a > 0 && ++index[a - 1] == axes[a - 1].second.size()) index[--a] = 0;
-      if (a == 0) break;
-    }
-  }
-  if (const auto runs = root["runs"]) {
-    HC_CHECK(runs.IsSequence(), "{}: runs: expected a list of maps of config keys to values",
-             where(file, runs));
-    for (const auto& r : runs) {
-      HC_CHECK(r.IsMap(), "{}: runs: each run is a map of config keys to values", where(file, r));
-      SweepPoint p;
-      YAML::Node control_node;  // its `control: NAME`
-      for (const auto& kv : r) {
-        const std::string key = kv.first.Scalar();
-        if (key == "name") {
-          p.name = kv.second.Scalar();
-          continue;
-        }
-        if (key == "control") {
-          HC_CHECK(spec.command == "prune",
-                   "{}: control: only a prune sweep has zero-pruning controls",
-                   where(file, kv.first));
-          HC_CHECK(kv.second.IsScalar() && !kv.second.Scalar().empty(),
-                   "{}: control: expected true (this run is a control) or the name of this run's "
-                   "control",
-                   where(file, kv.second));
-          bool is_control = false;
-          if (YAML::convert<bool>::decode(kv.second, is_control)) {
-            p.is_control = is_control;
-          } else {
-            p.control = kv.second.Scalar();
-            control_node = kv.second;
-          }
-          continue;
-        }
-        p.values.emplace_back(key, yaml_text(kv.second));
-        if (std::find(spec.axes.begin(), spec.axes.end(), key) == spec.axes.end())
-          spec.axes.push_back(key);
+      if (key == "name") {
+        p.name = kv.second.Scalar();
+        continue;
       }
-      points.emplace_back(p, r);
-      control_nodes.push_back(control_node);
+      if (key == "control") {
+        read_run_control(kv.first, kv.second, spec, p, control_node);
+        continue;
+      }
+      p.values.emplace_back(key, yaml_text(kv.second));
+      if (std::find(spec.axes.begin(), spec.axes.end(), key) == spec.axes.end())
+        spec.axes.push_back(key);
     }
+    out.points.emplace_back(p, r);
+    out.control_nodes.push_back(control_node);
   }
-  HC_CHECK(!points.empty(), "{}: no runs: give a 'grid' or a list of 'runs'", file.string());
+}
 
+// The points named (plain, unique folder names) and resolved into the spec; per point, the node
+// its errors point at and its config.
+void name_points(WrittenPoints& written, SweepSpec& spec, std::vector<YAML::Node>& nodes,
+                 std::vector<Config>& resolved) {
+  const fs::path& file = spec.file;
   std::map<std::string, std::string> seen;  // name -> where
-  std::vector<YAML::Node> nodes;
-  std::vector<Config> resolved;
-  for (auto& [p, node] : points) {
+  for (auto& [p, node] : written.points) {
     if (p.name.empty()) p.name = point_name(p.values, spec.axes);
     HC_CHECK(p.name.find('/') == std::string::npos && p.name != "." && p.name != "..",
              "{}: run name '{}' must be a plain folder name", where(file, node), p.name);
@@ -387,30 +413,34 @@ SweepSpec load_sweep(const fs::path& file) {
     nodes.push_back(node);
     resolved.push_back(config);
   }
+}
 
-  // Zero-pruning controls: `controls: [NAME, ...]` and `control: true` in runs.
-  if (const auto c = root["controls"]) {
-    HC_CHECK(spec.command == "prune", "{}: controls: only a prune sweep has zero-pruning controls",
-             where(file, c));
-    HC_CHECK(c.IsSequence() || c.IsScalar(),
-             "{}: controls: expected a list of run names, e.g. [lambda-0]", where(file, c));
-    std::vector<YAML::Node> names;
-    if (c.IsScalar()) names.push_back(c);
-    for (const auto& e : c) names.push_back(e);
-    for (const auto& n : names) {
-      HC_CHECK(n.IsScalar(), "{}: controls: expected a list of run names", where(file, n));
-      auto it = std::find_if(spec.points.begin(), spec.points.end(),
-                             [&](const SweepPoint& p) { return p.name == n.Scalar(); });
-      if (it == spec.points.end()) {
-        std::vector<std::string> all;
-        for (const auto& p : spec.points) all.push_back(p.name);
-        HC_FAIL("{}: controls: the sweep has no run named '{}' (its runs: {})", where(file, n),
-                n.Scalar(), fmt::join(all, ", "));
-      }
-      it->is_control = true;
+// `controls: [NAME, ...]`: marks those runs as zero-pruning controls.
+void mark_controls(const YAML::Node& c, SweepSpec& spec) {
+  const fs::path& file = spec.file;
+  HC_CHECK(spec.command == "prune", "{}: controls: only a prune sweep has zero-pruning controls",
+           where(file, c));
+  HC_CHECK(c.IsSequence() || c.IsScalar(),
+           "{}: controls: expected a list of run names, e.g. [lambda-0]", where(file, c));
+  std::vector<YAML::Node> names;
+  if (c.IsScalar()) names.push_back(c);
+  for (const auto& e : c) names.push_back(e);
+  for (const auto& n : names) {
+    HC_CHECK(n.IsScalar(), "{}: controls: expected a list of run names", where(file, n));
+    auto it = std::find_if(spec.points.begin(), spec.points.end(),
+                           [&](const SweepPoint& p) { return p.name == n.Scalar(); });
+    if (it == spec.points.end()) {
+      std::vector<std::string> all;
+      for (const auto& p : spec.points) all.push_back(p.name);
+      HC_FAIL("{}: controls: the sweep has no run named '{}' (its runs: {})", where(file, n),
+              n.Scalar(), fmt::join(all, ", "));
     }
+    it->is_control = true;
   }
-  resolve_controls(spec, nodes, control_nodes);
+}
+
+void warn_pruning_controls(const SweepSpec& spec, const std::vector<YAML::Node>& nodes,
+                           const std::vector<Config>& resolved) {
   for (size_t i = 0; i < spec.points.size(); ++i) {
     const auto& p = spec.points[i];
     if (!p.is_control) continue;
@@ -418,73 +448,101 @@ SweepSpec load_sweep(const fs::path& file) {
       log::warn(
           "{}: run '{}' is a control but prunes (prune.lambda {}, prune.target_heads {}): a "
           "zero-pruning control normally has prune.lambda 0",
-          where(file, nodes[i]), p.name, resolved[i].prune.lambda, resolved[i].prune.target_heads);
+          where(spec.file, nodes[i]), p.name, resolved[i].prune.lambda,
+          resolved[i].prune.target_heads);
     }
   }
+}
 
-  if (const auto r = root["retrain"]) {
-    HC_CHECK(spec.command == "prune",
-             "{}: retrain: only a prune sweep has pruned architectures "
-             "to retrain",
-             where(file, r));
-    HC_CHECK(r.IsMap(), "{}: retrain: expected a map with configs (and set)", where(file, r));
-    for (const auto& kv : r) {
-      const std::string key = kv.first.Scalar();
-      HC_CHECK(key == "configs" || key == "set", "{}: retrain: unknown key '{}' (configs, set)",
-               where(file, kv.first), key);
-    }
-    HC_CHECK(r["configs"], "{}: retrain: 'configs' is required (the baseline's training config)",
-             where(file, r));
-    spec.retrain = true;
-    spec.retrain_configs = string_list(r["configs"], file, "retrain.configs");
-    check_configs_exist(spec.retrain_configs, file, r["configs"], "retrain.configs");
-    spec.retrain_set = assignments(r["set"], file, "retrain.set");
-    ConfigLoader loader;
+// `retrain:`, checked by loading its config as a retraining would.
+void read_retrain(const YAML::Node& r, SweepSpec& spec) {
+  const fs::path& file = spec.file;
+  HC_CHECK(spec.command == "prune",
+           "{}: retrain: only a prune sweep has pruned architectures "
+           "to retrain",
+           where(file, r));
+  HC_CHECK(r.IsMap(), "{}: retrain: expected a map with configs (and set)", where(file, r));
+  for (const auto& kv : r) {
+    const std::string key = kv.first.Scalar();
+    HC_CHECK(key == "configs" || key == "set", "{}: retrain: unknown key '{}' (configs, set)",
+             where(file, kv.first), key);
+  }
+  HC_CHECK(r["configs"], "{}: retrain: 'configs' is required (the baseline's training config)",
+           where(file, r));
+  spec.retrain = true;
+  spec.retrain_configs = string_list(r["configs"], file, "retrain.configs");
+  check_configs_exist(spec.retrain_configs, file, r["configs"], "retrain.configs");
+  spec.retrain_set = assignments(r["set"], file, "retrain.set");
+  ConfigLoader loader;
+  try {
+    for (const auto& c : spec.retrain_configs) loader.apply_file(c);
+    for (const auto& [k, v] : spec.retrain_set) loader.apply_set(k + "=" + v);
+    loader.finish();
+  } catch (const Error& e) {
+    HC_FAIL("{}: retrain: {}", where(file, r), e.what());
+  }
+}
+
+void read_slurm(const YAML::Node& s, SweepSpec& spec) {
+  const fs::path& file = spec.file;
+  HC_CHECK(s.IsMap(),
+           "{}: slurm: expected a map (partition, account, time, mem, "
+           "cpus_per_task, ntasks, extra)",
+           where(file, s));
+  for (const auto& kv : s) {
+    const std::string key = kv.first.Scalar();
+    const auto& v = kv.second;
     try {
-      for (const auto& c : spec.retrain_configs) loader.apply_file(c);
-      for (const auto& [k, v] : spec.retrain_set) loader.apply_set(k + "=" + v);
-      loader.finish();
-    } catch (const Error& e) {
-      HC_FAIL("{}: retrain: {}", where(file, r), e.what());
+      if (key == "partition")
+        spec.slurm.partition = v.as<std::string>();
+      else if (key == "account")
+        spec.slurm.account = v.as<std::string>();
+      else if (key == "time")
+        spec.slurm.time = v.as<std::string>();
+      else if (key == "mem")
+        spec.slurm.mem = v.as<std::string>();
+      else if (key == "cpus_per_task")
+        spec.slurm.cpus_per_task = v.as<int>();
+      else if (key == "ntasks")
+        spec.slurm.ntasks = v.as<int>();
+      else if (key == "extra")
+        spec.slurm.extra = string_list(v, file, "slurm.extra");
+      else
+        HC_FAIL(
+            "{}: slurm: unknown key '{}' (partition, account, time, mem, cpus_per_task, "
+            "ntasks, extra)",
+            where(file, kv.first), key);
+    } catch (const YAML::Exception&) {
+      HC_FAIL("{}: slurm: {}: cannot read '{}'", where(file, v), key, yaml_text(v));
     }
   }
+  HC_CHECK(spec.slurm.cpus_per_task >= 1, "{}: slurm: cpus_per_task must be at least 1",
+           where(file, s));
+  HC_CHECK(spec.slurm.ntasks >= 1, "{}: slurm: ntasks must be at least 1", where(file, s));
+}
 
-  if (const auto s = root["slurm"]) {
-    HC_CHECK(s.IsMap(),
-             "{}: slurm: expected a map (partition, account, time, mem, "
-             "cpus_per_task, ntasks, extra)",
-             where(file, s));
-    for (const auto& kv : s) {
-      const std::string key = kv.first.Scalar();
-      const auto& v = kv.second;
-      try {
-        if (key == "partition")
-          spec.slurm.partition = v.as<std::string>();
-        else if (key == "account")
-          spec.slurm.account = v.as<std::string>();
-        else if (key == "time")
-          spec.slurm.time = v.as<std::string>();
-        else if (key == "mem")
-          spec.slurm.mem = v.as<std::string>();
-        else if (key == "cpus_per_task")
-          spec.slurm.cpus_per_task = v.as<int>();
-        else if (key == "ntasks")
-          spec.slurm.ntasks = v.as<int>();
-        else if (key == "extra")
-          spec.slurm.extra = string_list(v, file, "slurm.extra");
-        else
-          HC_FAIL(
-              "{}: slurm: unknown key '{}' (partition, account, time, mem, cpus_per_task, "
-              "ntasks, extra)",
-              where(file, kv.first), key);
-      } catch (const YAML::Exception&) {
-        HC_FAIL("{}: slurm: {}: cannot read '{}'", where(file, v), key, yaml_text(v));
-      }
-    }
-    HC_CHECK(spec.slurm.cpus_per_task >= 1, "{}: slurm: cpus_per_task must be at least 1",
-             where(file, s));
-    HC_CHECK(spec.slurm.ntasks >= 1, "{}: slurm: ntasks must be at least 1", where(file, s));
-  }
+}  // namespace
+
+SweepSpec load_sweep(const fs::path& file) {
+  YAML::Node root = read_sweep_yaml(file);
+  SweepSpec spec;
+  spec.file = file;
+  read_sweep_head(root, spec);
+  // Points: the grid's combinations, then the explicit runs.
+  WrittenPoints written;
+  if (const auto grid = root["grid"]) add_grid_points(grid, spec, written);
+  if (const auto runs = root["runs"]) add_run_points(runs, spec, written);
+  HC_CHECK(!written.points.empty(), "{}: no runs: give a 'grid' or a list of 'runs'",
+           file.string());
+  std::vector<YAML::Node> nodes;
+  std::vector<Config> resolved;
+  name_points(written, spec, nodes, resolved);
+  // Zero-pruning controls: `controls: [NAME, ...]` and `control: true` in runs.
+  if (const auto c = root["controls"]) mark_controls(c, spec);
+  resolve_controls(spec, nodes, written.control_nodes);
+  warn_pruning_controls(spec, nodes, resolved);
+  if (const auto r = root["retrain"]) read_retrain(r, spec);
+  if (const auto s = root["slurm"]) read_slurm(s, spec);
   return spec;
 }
 
@@ -684,7 +742,9 @@ int run_command(const fs::path& executable, const std::vector<std::string>& args
   return process::run(run_options(executable, args, log));
 }
 
-SweepOutcome run_sweep(const SweepSpec& spec, const SweepOptions& options) {
+namespace {
+
+void check_sweep_options(const SweepSpec& spec, const SweepOptions& options) {
   HC_CHECK(options.workers >= 1, "--workers must be at least 1");
   if (options.only) {
     HC_CHECK(*options.only < spec.points.size(), "--only {}: the sweep has {} runs (0 to {})",
@@ -697,6 +757,202 @@ SweepOutcome run_sweep(const SweepSpec& spec, const SweepOptions& options) {
     HC_CHECK(known, "--runs: the sweep has no run named '{}' (its runs: {})", n,
              fmt::join(all, ", "));
   }
+}
+
+struct Running {
+  Job job;
+  std::chrono::steady_clock::time_point start;
+};
+
+// The sweep's jobs while it runs: those ready to start, the retrainings waiting for their prune
+// run, the running processes, and what has happened so far.
+struct SweepQueue {
+  SweepQueue(const SweepSpec& s, const SweepOptions& o, int threads)
+      : spec(s), options(o), threads_blas(threads) {}
+  const SweepSpec& spec;
+  const SweepOptions& options;
+  int threads_blas;
+  std::deque<Job> ready;
+  std::vector<size_t> retrain_waiting;  // points whose retraining waits for the prune run
+  SweepOutcome outcome;
+  std::map<pid_t, Running> running;
+  int forwarded = 0;  // stop signals passed on to the runs
+};
+
+// The selected points' jobs not finished yet (a finished prune run's retraining, where needed).
+void queue_jobs(SweepQueue& q) {
+  const SweepSpec& spec = q.spec;
+  const SweepOptions& options = q.options;
+  for (size_t i = 0; i < spec.points.size(); ++i) {
+    if (options.only && *options.only != i) continue;
+    if (!options.names.empty() && std::find(options.names.begin(), options.names.end(),
+                                            spec.points[i].name) == options.names.end())
+      continue;
+    const bool retrain = spec.retrain && !options.no_retrain;
+    const Job job = point_job(spec, i, options.out, q.threads_blas);
+    if (run_state(job.dir) == RunState::kDone) {
+      ++q.outcome.skipped;
+      if (retrain && retrain_needed(job)) {
+        const Job r = retrain_job(spec, i, options.out, q.threads_blas);
+        if (run_state(r.dir) == RunState::kDone)
+          ++q.outcome.skipped;
+        else
+          q.ready.push_back(r);
+      }
+    } else {
+      q.ready.push_back(job);
+      if (retrain) q.retrain_waiting.push_back(i);
+    }
+  }
+}
+
+void summary_line(const SweepQueue& q) {
+  std::optional<double> best;
+  std::string best_name;
+  for (const auto& p : q.spec.points) {
+    const auto b = run_bleu(q.options.out / p.name);
+    if (b && (!best || *b > *best)) best = b, best_name = p.name;
+  }
+  const size_t pending = q.ready.size() + q.retrain_waiting.size();
+  log::info("sweep: {} done, {} running, {} failed, {} pending{}", q.outcome.done, q.running.size(),
+            q.outcome.failed, pending,
+            best ? fmt::format("; best dev BLEU so far {:.2f} ({})", *best, best_name) : "");
+}
+
+// Starts ready jobs while a worker is free (none after a stop signal).
+void start_ready_jobs(SweepQueue& q) {
+  while (!StopSignals::count() && q.running.size() < static_cast<size_t>(q.options.workers) &&
+         !q.ready.empty()) {
+    Job job = q.ready.front();
+    q.ready.pop_front();
+    if (const auto holder = io::RunLock::holder(job.dir)) {
+      log::warn(
+          "sweep: {} is being written by another process (PID {}): not started; run the "
+          "sweep again when that process has ended",
+          job.name, *holder);
+      q.outcome.busy_names.push_back(job.name);
+      continue;
+    }
+    const RunState before = run_state(job.dir);
+    const pid_t pid = start_job(job, q.options.executable, q.options.srun_tasks);
+    log::info("sweep: {} {} (log: {})",
+              before == RunState::kPending  ? "starting"
+              : before == RunState::kFailed ? "retrying"
+                                            : "resuming",
+              job.name, (run::RunFolder{job.dir}.sweep_log()).string());
+    q.running.emplace(pid, Running{job, std::chrono::steady_clock::now()});
+  }
+}
+
+// Passes the stop signals received on to the runs, each once.
+void forward_stop_signals(SweepQueue& q) {
+  if (StopSignals::count() >= 1 && q.forwarded == 0) {
+    log::info(
+        "sweep: stopping: the running runs save a checkpoint and stop (a second Ctrl-C "
+        "stops them at once); run the same command to resume");
+    for (const auto& [p, r] : q.running) kill(-p, SIGTERM);
+    q.forwarded = 1;
+  }
+  if (StopSignals::count() >= 2 && q.forwarded == 1) {
+    log::warn("sweep: second signal: stopping the runs at once (without saving)");
+    for (const auto& [p, r] : q.running) kill(-p, SIGTERM);
+    q.forwarded = 2;
+  }
+}
+
+// How a run's process ended.
+struct JobEnd {
+  Job job;
+  double seconds = 0;
+  int code = 0, sig = 0;
+  bool finished = false, failed = false;
+};
+
+// Takes the ended process off the running ones and records its end in the run's exit file.
+JobEnd end_job(SweepQueue& q, std::map<pid_t, Running>::iterator it, int status) {
+  JobEnd e;
+  e.job = it->second.job;
+  e.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - it->second.start).count();
+  q.running.erase(it);
+  e.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  e.sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+  const RunState after = run_state(e.job.dir);
+  e.finished = after == RunState::kDone;
+  // Stopped on request: saved and resumable (exit status 3), or stopped at once by a second
+  // signal, or ended by the signal before it could install its handler.
+  const bool stopped = e.code == kExitInterrupted ||
+                       (StopSignals::count() &&
+                        (e.code == 0 || e.code == 130 || e.sig == SIGTERM || e.sig == SIGINT));
+  e.failed = !e.finished && !stopped;
+  io::write_file_atomic(
+      exit_file(e.job.dir),
+      nlohmann::json(
+          {{"exit_code", e.code}, {"signal", e.sig}, {"failed", e.failed}, {"seconds", e.seconds}})
+              .dump() +
+          "\n");
+  return e;
+}
+
+void forget_retraining(SweepQueue& q, size_t point) {
+  q.retrain_waiting.erase(std::remove(q.retrain_waiting.begin(), q.retrain_waiting.end(), point),
+                          q.retrain_waiting.end());
+}
+
+// Counts and logs the ended run; a finished prune run's retraining becomes ready.
+void record_end(SweepQueue& q, const JobEnd& e) {
+  const Job& job = e.job;
+  if (e.finished) {
+    ++q.outcome.done;
+    const auto b = run_bleu(job.dir);
+    log::info("sweep: {} finished in {}{}", job.name, log::duration(e.seconds),
+              b ? fmt::format(", dev BLEU {:.2f}", *b) : "");
+    if (!job.retrain && q.spec.retrain && !q.options.no_retrain) {
+      forget_retraining(q, job.point);
+      if (retrain_needed(job))
+        q.ready.push_back(retrain_job(q.spec, job.point, q.options.out, q.threads_blas));
+    }
+  } else if (e.failed) {
+    ++q.outcome.failed;
+    q.outcome.failed_names.push_back(job.name);
+    std::string why =
+        e.sig ? fmt::format("killed by signal {}", e.sig) : fmt::format("exit code {}", e.code);
+    log::warn("sweep: {} FAILED ({}); end of {}:", job.name, why,
+              (run::RunFolder{job.dir}.sweep_log()).string());
+    for (const auto& l : tail_lines(run::RunFolder{job.dir}.sweep_log(), 12))
+      log::warn("  | {}", l);
+    if (!job.retrain) forget_retraining(q, job.point);  // its retraining cannot run
+  } else {
+    ++q.outcome.interrupted;
+    log::info("sweep: {} stopped; it resumes from its last checkpoint next time", job.name);
+  }
+}
+
+// Runs the queue until every job has ended, or until the runs stopped on a signal.
+void run_jobs(SweepQueue& q) {
+  while (true) {
+    start_ready_jobs(q);
+    if (q.running.empty()) break;
+    int status = 0;
+    const pid_t pid = waitpid(-1, &status, 0);
+    if (pid < 0) {
+      if (errno == EINTR) {
+        forward_stop_signals(q);
+        continue;
+      }
+      break;
+    }
+    const auto it = q.running.find(pid);
+    if (it == q.running.end()) continue;
+    record_end(q, end_job(q, it, status));
+    summary_line(q);
+  }
+}
+
+}  // namespace
+
+SweepOutcome run_sweep(const SweepSpec& spec, const SweepOptions& options) {
+  check_sweep_options(spec, options);
   fs::create_directories(options.out);
   io::RunLock lock;
   if (!options.dry_run && !options.only) lock = io::RunLock::acquire(options.out);
@@ -706,165 +962,25 @@ SweepOutcome run_sweep(const SweepSpec& spec, const SweepOptions& options) {
     write_manifest(spec, options.out);
 
   const int cores = options.cores > 0 ? options.cores : runtime::num_cores();
-  const int threads_blas = std::max(1, cores / options.workers);
-
-  std::deque<Job> ready;
-  std::vector<size_t> retrain_waiting;  // points whose retraining waits for the prune run
-  SweepOutcome outcome;
-  for (size_t i = 0; i < spec.points.size(); ++i) {
-    if (options.only && *options.only != i) continue;
-    if (!options.names.empty() && std::find(options.names.begin(), options.names.end(),
-                                            spec.points[i].name) == options.names.end())
-      continue;
-    const bool retrain = spec.retrain && !options.no_retrain;
-    const Job job = point_job(spec, i, options.out, threads_blas);
-    if (run_state(job.dir) == RunState::kDone) {
-      ++outcome.skipped;
-      if (retrain && retrain_needed(job)) {
-        const Job r = retrain_job(spec, i, options.out, threads_blas);
-        if (run_state(r.dir) == RunState::kDone)
-          ++outcome.skipped;
-        else
-          ready.push_back(r);
-      }
-    } else {
-      ready.push_back(job);
-      if (retrain) retrain_waiting.push_back(i);
-    }
-  }
-  const size_t total_jobs = ready.size() + retrain_waiting.size();
-  if (options.dry_run) return outcome;
-  if (outcome.skipped > 0) log::info("sweep: {} run(s) already finished, skipped", outcome.skipped);
+  SweepQueue q(spec, options, std::max(1, cores / options.workers));
+  queue_jobs(q);
+  const size_t total_jobs = q.ready.size() + q.retrain_waiting.size();
+  if (options.dry_run) return q.outcome;
+  if (q.outcome.skipped > 0)
+    log::info("sweep: {} run(s) already finished, skipped", q.outcome.skipped);
   if (total_jobs == 0) {
     log::info("sweep: every run is finished");
-    return outcome;
+    return q.outcome;
   }
-
   // Stop signals are counted (no restarted system calls: waitpid returns on one) and passed on
   // to the runs: the first as SIGINT, the second as SIGTERM.
   const StopSignals stop_signals(StopSignals::Options{.restart = false, .exit_on = 0});
-
-  struct Running {
-    Job job;
-    std::chrono::steady_clock::time_point start;
-  };
-  std::map<pid_t, Running> running;
-  int forwarded = 0;  // stop signals passed on to the runs
-  auto summary_line = [&] {
-    std::optional<double> best;
-    std::string best_name;
-    for (const auto& p : spec.points) {
-      const auto b = run_bleu(options.out / p.name);
-      if (b && (!best || *b > *best)) best = b, best_name = p.name;
-    }
-    const size_t pending = ready.size() + retrain_waiting.size();
-    log::info("sweep: {} done, {} running, {} failed, {} pending{}", outcome.done, running.size(),
-              outcome.failed, pending,
-              best ? fmt::format("; best dev BLEU so far {:.2f} ({})", *best, best_name) : "");
-  };
-
-  while (true) {
-    while (!StopSignals::count() && running.size() < static_cast<size_t>(options.workers) &&
-           !ready.empty()) {
-      Job job = ready.front();
-      ready.pop_front();
-      if (const auto holder = io::RunLock::holder(job.dir)) {
-        log::warn(
-            "sweep: {} is being written by another process (PID {}): not started; run the "
-            "sweep again when that process has ended",
-            job.name, *holder);
-        outcome.busy_names.push_back(job.name);
-        continue;
-      }
-      const RunState before = run_state(job.dir);
-      const pid_t pid = start_job(job, options.executable, options.srun_tasks);
-      log::info("sweep: {} {} (log: {})",
-                before == RunState::kPending  ? "starting"
-                : before == RunState::kFailed ? "retrying"
-                                              : "resuming",
-                job.name, (run::RunFolder{job.dir}.sweep_log()).string());
-      running.emplace(pid, Running{job, std::chrono::steady_clock::now()});
-    }
-    if (running.empty()) break;
-    int status = 0;
-    const pid_t pid = waitpid(-1, &status, 0);
-    if (pid < 0) {
-      if (errno == EINTR) {
-        if (StopSignals::count() >= 1 && forwarded == 0) {
-          log::info(
-              "sweep: stopping: the running runs save a checkpoint and stop (a second Ctrl-C "
-              "stops them at once); run the same command to resume");
-          for (const auto& [p, r] : running) kill(-p, SIGTERM);
-          forwarded = 1;
-        }
-        if (StopSignals::count() >= 2 && forwarded == 1) {
-          log::warn("sweep: second signal: stopping the runs at once (without saving)");
-          for (const auto& [p, r] : running) kill(-p, SIGTERM);
-          forwarded = 2;
-        }
-        continue;
-      }
-      break;
-    }
-    const auto it = running.find(pid);
-    if (it == running.end()) continue;
-    const Job job = it->second.job;
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - it->second.start).count();
-    running.erase(it);
-    const int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    const int sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
-    const RunState after = run_state(job.dir);
-    const bool finished = after == RunState::kDone;
-    // Stopped on request: saved and resumable (exit status 3), or stopped at once by a second
-    // signal, or ended by the signal before it could install its handler.
-    const bool stopped =
-        code == kExitInterrupted ||
-        (StopSignals::count() && (code == 0 || code == 130 || sig == SIGTERM || sig == SIGINT));
-    const bool failed = !finished && !stopped;
-    io::write_file_atomic(
-        exit_file(job.dir),
-        nlohmann::json(
-            {{"exit_code", code}, {"signal", sig}, {"failed", failed}, {"seconds", seconds}})
-                .dump() +
-            "\n");
-    if (finished) {
-      ++outcome.done;
-      const auto b = run_bleu(job.dir);
-      log::info("sweep: {} finished in {}{}", job.name, log::duration(seconds),
-                b ? fmt::format(", dev BLEU {:.2f}", *b) : "");
-      if (!job.retrain && spec.retrain && !options.no_retrain) {
-        retrain_waiting.erase(
-            std::remove(retrain_waiting.begin(), retrain_waiting.end(), job.point),
-            retrain_waiting.end());
-        if (retrain_needed(job))
-          ready.push_back(retrain_job(spec, job.point, options.out, threads_blas));
-      }
-    } else if (failed) {
-      ++outcome.failed;
-      outcome.failed_names.push_back(job.name);
-      std::string why =
-          sig ? fmt::format("killed by signal {}", sig) : fmt::format("exit code {}", code);
-      log::warn("sweep: {} FAILED ({}); end of {}:", job.name, why,
-                (run::RunFolder{job.dir}.sweep_log()).string());
-      for (const auto& l : tail_lines(run::RunFolder{job.dir}.sweep_log(), 12))
-        log::warn("  | {}", l);
-      if (!job.retrain) {  // its retraining cannot run
-        retrain_waiting.erase(
-            std::remove(retrain_waiting.begin(), retrain_waiting.end(), job.point),
-            retrain_waiting.end());
-      }
-    } else {
-      ++outcome.interrupted;
-      log::info("sweep: {} stopped; it resumes from its last checkpoint next time", job.name);
-    }
-    summary_line();
-  }
-  if (!outcome.failed_names.empty()) {
+  run_jobs(q);
+  if (!q.outcome.failed_names.empty()) {
     log::warn("sweep: {} run(s) failed: {} (their logs: RUN/log.txt; run the sweep again to retry)",
-              outcome.failed_names.size(), fmt::join(outcome.failed_names, ", "));
+              q.outcome.failed_names.size(), fmt::join(q.outcome.failed_names, ", "));
   }
-  return outcome;
+  return q.outcome;
 }
 
 fs::path write_slurm_script(const SweepSpec& spec, const SweepOptions& options) {
@@ -912,6 +1028,31 @@ fs::path write_slurm_script(const SweepSpec& spec, const SweepOptions& options) 
   fs::permissions(path, fs::perms::owner_exec | fs::perms::group_exec | fs::perms::others_exec,
                   fs::perm_options::add);
   return path;
+}
+
+void submit_slurm_script(const fs::path& script) {
+  HC_CHECK(std::system("command -v sbatch >/dev/null 2>&1") == 0,
+           "--submit: sbatch not found on PATH (submit {} on the cluster's login node)",
+           script.string());
+  const int rc = std::system(fmt::format("sbatch '{}'", script.string()).c_str());
+  HC_CHECK(rc == 0, "sbatch {} failed (exit status {})", script.string(), rc);
+}
+
+std::string dry_run_listing(const SweepSpec& spec, const std::string& file, const fs::path& out,
+                            int cores, int workers) {
+  const int blas =
+      std::max(1, (cores > 0 ? cores : static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN))) / workers);
+  std::string s =
+      fmt::format("{} run(s) from {} into {}:\n", spec.points.size(), file, out.string());
+  for (size_t i = 0; i < spec.points.size(); ++i) {
+    const auto j = point_job(spec, i, out, blas);
+    s += fmt::format("[{}] {}\n    headcount {}\n", i, j.name, fmt::join(j.args, " "));
+    if (spec.retrain) {
+      const auto r = retrain_job(spec, i, out, blas);
+      s += fmt::format("    then: headcount {}\n", fmt::join(r.args, " "));
+    }
+  }
+  return s;
 }
 
 }  // namespace headcount::sweep

@@ -16,9 +16,6 @@
 #include "headcount/common/run_guard.h"
 #include "headcount/common/runtime.h"
 #include "headcount/common/signals.h"
-#include "headcount/decode/search.h"
-#include "headcount/eval/bleu.h"
-#include "headcount/eval/chrf.h"
 #include "headcount/model/loss.h"
 #include "headcount/run/run_folder.h"
 #include "headcount/train/schedule.h"
@@ -68,11 +65,13 @@ void Trainer::init() {
   if (ready_) return;
   // Rank 0 prepares the corpus and the vocabulary first; the others then find them made.
   if (options_.comm && options_.rank != 0) options_.comm->barrier();
-  prepare();
+  inputs_ = load_training_inputs(config_, options_);
+  batches_ = data::make_batches(inputs_.train, config_.train.max_tokens,
+                                static_cast<uint64_t>(config_.seed));
   if (options_.comm && options_.rank == 0) options_.comm->barrier();
   // Parameter groups: the extension's, or every model parameter at the scheduled rate.
-  groups_ = extension_ ? extension_->parameter_groups(model_, device_)
-                       : std::vector<ParamGroup>{{model_->parameters(), std::nullopt}};
+  groups_ = extension_ ? extension_->parameter_groups(inputs_.model, inputs_.device)
+                       : std::vector<ParamGroup>{{inputs_.model->parameters(), std::nullopt}};
   params_.clear();
   for (const auto& g : groups_) params_.insert(params_.end(), g.params.begin(), g.params.end());
   const auto& t = config_.train;
@@ -83,87 +82,6 @@ void Trainer::init() {
   ready_ = true;
 }
 
-void Trainer::prepare() {
-  device_ = options_.device ? *options_.device : runtime::resolve_device(config_.device);
-  precision_ = resolve_precision(config_.train.precision, device_, "train.precision");
-  // The dev evaluations decode in decode.precision: refuse an impossible one now, not after the
-  // first evaluation interval.
-  const auto decode_precision =
-      resolve_precision(config_.decode.precision, device_, "decode.precision");
-  runtime::apply_threads(config_.threads, precision_.bf16());
-  log::info("precision: {} ({}); {} LibTorch thread(s); dev decoding in {}", precision_.name(),
-            precision_.reason, at::get_num_threads(), decode_precision.name());
-  if (const std::string note = runtime::blas_kernel_note(); !note.empty())
-    log::info("BLAS: {}", note);
-  torch::manual_seed(static_cast<uint64_t>(config_.seed));
-  corpus_ = data::load_corpus(config_.data);
-  log::info("data: {} training pairs ({}), {} dev", corpus_.train.size(),
-            corpus_.train_filter.summary(), corpus_.dev.size());
-  std::optional<run::CheckpointInfo> start;
-  if (options_.init_from) start = run::read_checkpoint_info(*options_.init_from);
-  if (start) {
-    vocab_files_ = start->vocab;  // the vocabulary the weights were trained with
-  } else {
-    vocab_files_ = data::train_or_load_vocab(
-        config_.vocab, data_path(config_.data, config_.data.train_src),
-        data_path(config_.data, config_.data.train_tgt), config_.seed, runtime::num_cores());
-  }
-  src_vocab_ = std::make_unique<data::Vocab>(data::Vocab::load(vocab_files_.src_model));
-  tgt_vocab_ = std::make_unique<data::Vocab>(data::Vocab::load(vocab_files_.tgt_model));
-  size_t dropped = 0;
-  train_ =
-      data::encode_pairs(corpus_.train, *src_vocab_, *tgt_vocab_, config_.train.max_len, &dropped);
-  HC_CHECK(!train_.empty(), "no training pair is within train.max_len ({}) subwords",
-           config_.train.max_len);
-  if (dropped)
-    log::info("dropped {} training pairs longer than {} subwords", dropped, config_.train.max_len);
-  dev_ = data::encode_pairs(corpus_.dev, *src_vocab_, *tgt_vocab_, std::numeric_limits<int>::max());
-  // Dev pairs are not length-filtered: one the model cannot hold is an error now, naming its
-  // line, rather than at the first evaluation after an interval of training.
-  const int positions = config_.model.max_positions;
-  for (const auto& e : dev_) {
-    for (const bool source : {true, false}) {
-      const size_t length = (source ? e.src.size() : e.tgt.size()) + 1;  // + </s> (or <s>)
-      HC_CHECK(
-          length <= static_cast<size_t>(positions),
-          "{}:{}: this dev sentence is {} subwords long with its end token, more than "
-          "model.max_positions ({}) holds: shorten or remove the line (in both dev files), or "
-          "raise model.max_positions",
-          data_path(config_.data, source ? config_.data.dev_src : config_.data.dev_tgt).string(),
-          e.id + 1, length, positions);
-    }
-  }
-  batches_ =
-      data::make_batches(train_, config_.train.max_tokens, static_cast<uint64_t>(config_.seed));
-
-  model::Architecture arch = model::Architecture::uniform(config_.model);
-  if (options_.architecture_from) {
-    arch = run::read_architecture(*options_.architecture_from);
-    arch.check_against(config_.model);
-    log::info("architecture from {}: {} heads (enc/dec/enc-dec), trained from scratch",
-              options_.architecture_from->string(), arch.summary());
-  }
-  if (start) {
-    arch = start->architecture;
-    arch.check_against(config_.model);
-    const auto changed = changed_keys(start->config, config_);
-    for (const auto& key : changed) {
-      HC_CHECK(key.rfind("model.", 0) != 0 || key.find("dropout") != std::string::npos,
-               "{} was trained with {} = {}, the config says {}: the model must match",
-               options_.init_from->string(), key, config_value(start->config, key),
-               config_value(config_, key));
-    }
-  }
-  model_ = model::Transformer(config_.model, arch, src_vocab_->size(), tgt_vocab_->size());
-  if (start) {
-    model::load_weights(*model_, run::load_weights_file(start->dir / "model.pt"),
-                        (start->dir / "model.pt").string());
-    log::info("initialised from {} (step {}, heads {})", start->dir.string(), start->state.step,
-              arch.summary());
-  }
-  model_->to(device_);
-}
-
 void Trainer::log_metrics(const nlohmann::json& record) {
   if (options_.rank != 0) return;
   run::append_jsonl(folder().metrics(), record);
@@ -172,11 +90,11 @@ void Trainer::log_metrics(const nlohmann::json& record) {
 void Trainer::save(const fs::path& dir) {
   if (options_.rank != 0) return;
   run::save_checkpoint(
-      dir, model_, optimizer_.get(), state_, config_, vocab_files_,
+      dir, inputs_.model, optimizer_.get(), state_, config_, inputs_.vocab_files,
       [this](const fs::path& tmp) {
         if (extension_) extension_->save(tmp);
       },
-      corpus_.input_xxh64);
+      inputs_.corpus.input_xxh64);
 }
 
 void Trainer::check_same_inputs(const run::CheckpointInfo& info) const {
@@ -187,8 +105,8 @@ void Trainer::check_same_inputs(const run::CheckpointInfo& info) const {
         "checked",
         meta.string());
   for (const auto& [key, recorded] : info.corpus_xxh64) {
-    const auto now = corpus_.input_xxh64.find(key);
-    if (now == corpus_.input_xxh64.end()) continue;
+    const auto now = inputs_.corpus.input_xxh64.find(key);
+    if (now == inputs_.corpus.input_xxh64.end()) continue;
     const auto& d = config_.data;
     const bool dev = key.rfind("dev_", 0) == 0;
     const fs::path file = data_path(d, key == "train_tgt" ? d.train_tgt
@@ -207,7 +125,8 @@ void Trainer::check_same_inputs(const run::CheckpointInfo& info) const {
              meta.string(), consequence, info.dir.string());
   }
   for (const auto& [name, recorded] : info.vocab_fnv1a) {
-    const fs::path ours = name == "tgt.model" ? vocab_files_.tgt_model : vocab_files_.src_model;
+    const fs::path ours =
+        name == "tgt.model" ? inputs_.vocab_files.tgt_model : inputs_.vocab_files.src_model;
     const std::string now = io::hex64(io::hash_file(ours));
     if (now == recorded) continue;
     const fs::path cache = ours.parent_path();
@@ -217,7 +136,7 @@ void Trainer::check_same_inputs(const run::CheckpointInfo& info) const {
                   "the checkpoint {} the run started from has another vocabulary now: "
                   "restore it",
                   options_.init_from->string())
-        : vocab_files_.from_cache
+        : inputs_.vocab_files.from_cache
             ? fmt::format(
                   "the cache entry was replaced: remove {} to have it trained again from "
                   "the same corpus and options (the same bytes), or copy {} there",
@@ -271,10 +190,10 @@ void Trainer::check_batch_position(const run::CheckpointInfo& info) const {
 void Trainer::resume_from(const fs::path& dir) {
   const auto info = run::read_checkpoint_info(dir);
   check_same_inputs(info);
-  HC_CHECK(info.architecture == model_->architecture(),
+  HC_CHECK(info.architecture == inputs_.model->architecture(),
            "{}: the checkpoint's architecture ({}) differs from the run's ({})", dir.string(),
-           info.architecture.summary(), model_->architecture().summary());
-  model::load_weights(*model_, run::load_weights_file(dir / "model.pt"),
+           info.architecture.summary(), inputs_.model->architecture().summary());
+  model::load_weights(*inputs_.model, run::load_weights_file(dir / "model.pt"),
                       (dir / "model.pt").string());
   if (extension_) extension_->load(dir);
   run::load_optimizer(*optimizer_, dir);
@@ -338,58 +257,7 @@ void Trainer::sync_checkpoint_set(bool evaluated) {
 
 EvalResult Trainer::evaluate() {
   init();
-  torch::NoGradGuard no_grad;
-  const bool was_training = model_->is_training();
-  model_->eval();
-  if (extension_) extension_->begin_evaluation();
-  EvalResult r;
-  // Teacher-forced loss over the whole dev set.
-  double loss = 0, nll = 0;
-  int64_t tokens = 0;
-  // Dev pairs are not length-filtered: the batch budget must hold the longest one.
-  size_t longest = 0;
-  for (const auto& e : dev_) longest = std::max({longest, e.src.size() + 1, e.tgt.size() + 1});
-  const int64_t budget =
-      std::max<int64_t>({config_.train.max_tokens, 1024, static_cast<int64_t>(longest)});
-  for (const auto& idx : data::make_batches(dev_, budget, 1)) {
-    const data::Batch b = data::collate(dev_, idx, device_);
-    torch::Tensor logits;
-    {
-      PrecisionScope scope(precision_, device_);
-      logits = model_->forward(b.src, b.tgt_in);
-    }
-    const auto ls = model::label_smoothed_loss(logits, b.tgt_out, config_.train.label_smoothing);
-    loss += ls.loss.item<double>();
-    nll += ls.nll.item<double>();
-    tokens += ls.tokens;
-  }
-  r.loss = loss / std::max<int64_t>(tokens, 1);
-  r.nll = nll / std::max<int64_t>(tokens, 1);
-  // BLEU and chrF of decoded dev sentences against the raw references.
-  size_t n = dev_.size();
-  if (config_.train.eval_max_sentences > 0)
-    n = std::min<size_t>(n, config_.train.eval_max_sentences);
-  std::vector<std::vector<int>> sources;
-  std::vector<std::string> refs;
-  for (size_t i = 0; i < n; ++i) {
-    sources.push_back(dev_[i].src);
-    refs.push_back(corpus_.dev.tgt[dev_[i].id]);
-  }
-  auto options = decode::SearchOptions::from(config_.decode);
-  options.beam = config_.train.eval_beam;
-  const auto outputs =
-      decode::translate_ids(model_, sources, options, config_.decode.batch_size, device_);
-  std::vector<std::string> hyps;
-  for (const auto& ids : outputs)
-    hyps.push_back(tgt_vocab_->decode(std::vector<int>(ids.begin(), ids.end())));
-  const eval::Bleu bleu;
-  r.bleu = bleu.corpus_score(hyps, {refs}).score;
-  r.bleu_signature = bleu.signature(1);
-  r.chrf = eval::Chrf().corpus_score(hyps, {refs}).score;
-  r.sentences = static_cast<int64_t>(n);
-  if (extension_) extension_->end_evaluation();
-  if (was_training) model_->train();
-  return r;
+  return evaluate_dev(inputs_.model, inputs_, config_, extension_.get());
 }
 
 // The progress line and the "train" records of metrics.jsonl, over a window of steps.
@@ -462,7 +330,6 @@ class Trainer::Progress {
 
 TrainSummary Trainer::run() {
   init();
-  const auto& t = config_.train;
   start_or_resume();
   log_run_start();
   broadcast_parameters();
@@ -471,14 +338,28 @@ TrainSummary Trainer::run() {
   Progress progress(state_.elapsed_seconds);
   TrainSummary summary;
   last_saved_step_ = state_.step;
-  model_->train();
+  inputs_.model->train();
   if (state_.step == 0 && state_.best_step < 0 && extension_ && extension_->evaluate_at_start())
     evaluate_and_checkpoint(progress);
   // A stop asked for during the start (the step-0 evaluation of a fine-tuning run) is honoured
   // before the first step. One process only: processes of a data-parallel run agree on a stop
   // through the step's all-reduce.
   if (!options_.comm && StopSignals::requested()) summary.interrupted = true;
+  run_steps(summary, progress);
+  progress.end_line();
+  finish_run(summary, progress);
+  summary.steps = state_.step;
+  summary.best_score = state_.best_score;
+  summary.best_step = state_.best_step;
+  summary.seconds = state_.elapsed_seconds;
+  // Over the whole run (all sessions): tokens trained on per second of training.
+  summary.target_tokens_per_second =
+      state_.elapsed_seconds > 0 ? state_.target_tokens / state_.elapsed_seconds : 0.0;
+  return summary;
+}
 
+void Trainer::run_steps(TrainSummary& summary, Progress& progress) {
+  const auto& t = config_.train;
   while (!summary.interrupted && state_.step < t.max_steps &&
          !(t.max_epochs > 0 && state_.epoch >= t.max_epochs)) {
     if (epoch_done()) {
@@ -517,30 +398,23 @@ TrainSummary Trainer::run() {
       break;
     }
   }
-  progress.end_line();
+}
 
+void Trainer::finish_run(TrainSummary& summary, Progress& progress) {
   const fs::path last = folder().last();
   if (summary.interrupted) {
     save_last(progress);
     log::info("interrupted at step {}: saved {}; run the same command to resume", state_.step,
               last.string());
-  } else {
-    std::error_code ec;
-    if (state_.step != last_saved_step_ || !fs::exists(last, ec)) evaluate_and_checkpoint(progress);
-    const int64_t differing = options_.comm ? check_parameters_identical() : 0;
-    if (options_.rank == 0) {
-      if (extension_) extension_->finish(*this);
-      write_summary(summary, progress.elapsed(), differing);
-    }
+    return;
   }
-  summary.steps = state_.step;
-  summary.best_score = state_.best_score;
-  summary.best_step = state_.best_step;
-  summary.seconds = state_.elapsed_seconds;
-  // Over the whole run (all sessions): tokens trained on per second of training.
-  summary.target_tokens_per_second =
-      state_.elapsed_seconds > 0 ? state_.target_tokens / state_.elapsed_seconds : 0.0;
-  return summary;
+  std::error_code ec;
+  if (state_.step != last_saved_step_ || !fs::exists(last, ec)) evaluate_and_checkpoint(progress);
+  const int64_t differing = options_.comm ? check_parameters_identical() : 0;
+  if (options_.rank == 0) {
+    if (extension_) extension_->finish(*this);
+    write_summary(summary, progress.elapsed(), differing);
+  }
 }
 
 void Trainer::start_or_resume() {
@@ -568,15 +442,16 @@ void Trainer::start_or_resume() {
 
 void Trainer::log_run_start() {
   int64_t n_params = 0;
-  for (const auto& p : model_->parameters()) n_params += p.numel();
+  for (const auto& p : inputs_.model->parameters()) n_params += p.numel();
   int64_t epoch_tokens = 0;
-  for (const auto& e : train_) epoch_tokens += static_cast<int64_t>(e.tgt.size()) + 1;
+  for (const auto& e : inputs_.train) epoch_tokens += static_cast<int64_t>(e.tgt.size()) + 1;
   log::info(
       "model: {} parameters, heads {} (enc/dec/enc-dec), {} {}; {} batches and {} target "
       "tokens per epoch; device {}",
-      n_params, model_->architecture().summary(), config_.model.pre_norm ? "pre-norm" : "post-norm",
+      n_params, inputs_.model->architecture().summary(),
+      config_.model.pre_norm ? "pre-norm" : "post-norm",
       config_.model.tie_embeddings ? "tied embeddings" : "untied embeddings", batches_.size(),
-      epoch_tokens, device_.str());
+      epoch_tokens, inputs_.device.str());
 }
 
 void Trainer::broadcast_parameters() {
@@ -621,12 +496,12 @@ void Trainer::accumulate_batches(StepStats& s) {
     // Dropout and gate noise are a function of (seed, epoch, batch): the same whatever the number
     // of processes, and across a resume.
     seed_batch(static_cast<uint64_t>(config_.seed), state_.epoch, pos);
-    const data::Batch b = data::collate(train_, batches_[order_[pos]], device_);
+    const data::Batch b = data::collate(inputs_.train, batches_[order_[pos]], inputs_.device);
     if (extension_) extension_->before_forward(b);
     torch::Tensor logits;
     {
-      PrecisionScope scope(precision_, device_);
-      logits = model_->forward(b.src, b.tgt_in);
+      PrecisionScope scope(inputs_.precision, inputs_.device);
+      logits = inputs_.model->forward(b.src, b.tgt_in);
     }
     // Summed over the batch's target tokens: the gradients hold sums until apply_update.
     const auto ls = model::label_smoothed_loss(logits, b.tgt_out, t.label_smoothing);
@@ -747,8 +622,8 @@ void Trainer::write_summary(const TrainSummary& summary, double seconds, int64_t
       {"best_step", state_.best_step},
       {"best_metric", choice_name(t.best_metric)},
       {"best_score", t.best_metric == BestMetric::kBleu ? state_.best_score : -state_.best_score},
-      {"precision", precision_.name()},
-      {"precision_reason", precision_.reason},
+      {"precision", inputs_.precision.name()},
+      {"precision_reason", inputs_.precision.reason},
       {"train_seconds", seconds},
       {"target_tokens_per_s", seconds > 0 ? state_.target_tokens / seconds : 0.0}};
   if (options_.comm) {

@@ -11,8 +11,6 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "headcount/analysis/analyzer.h"
 #include "headcount/common/choices.h"
 
@@ -30,6 +28,31 @@ struct CompareOptions {
   fs::path executable;       // headcount itself: the fine-tuning runs as `headcount train`
 };
 
+// One of the heads I_h ranks highest, and when the run removed it.
+struct TopImportanceHead {
+  std::string head;  // HeadId::label()
+  double importance = 0;
+  std::optional<double> removal_step;  // nullopt: the run kept it
+};
+
+// compare.json. Numbers written as null (NaN) read back as NaN.
+struct CompareRecord {
+  std::string checkpoint, run;
+  std::string method;  // the run's prune.method
+  int sentences = 0;
+  size_t gated_heads = 0, removed_heads = 0;
+  double bleu_full = 0;
+  double bleu_l0_masked = 0;                // "bleu_l0_heads_masked_no_finetuning"
+  double bleu_michel_masked = 0;            // "bleu_michel_same_counts_masked_no_finetuning"
+  std::optional<double> bleu_l0_tuned;      // "bleu_l0_pruned_checkpoint_finetuned"
+  std::optional<double> bleu_michel_tuned;  // "bleu_michel_pruned_finetuned_same_budget"
+  std::vector<std::string> michel_removed_heads;
+  double spearman_importance = 0, spearman_confidence = 0;  // "spearman_*_vs_removal_step"
+  std::vector<TopImportanceHead> top_importance_heads;
+};
+void write_compare_record(const fs::path& file, const CompareRecord& r);
+CompareRecord read_compare_record(const fs::path& file);
+
 struct CompareResult {
   PruneMethod method = PruneMethod::kL0;  // the run's prune.method
   size_t gated = 0, removed = 0;          // heads gated in the run, removed by it
@@ -40,7 +63,7 @@ struct CompareResult {
   std::optional<double> bleu_michel_tuned;  // Michel's pruned model fine-tuned (finetune)
   std::vector<HeadId> michel_removed;
   double spearman_importance = 0, spearman_confidence = 0;  // against the removal step
-  nlohmann::ordered_json json;                              // compare.json, as written
+  CompareRecord record;                                     // compare.json, as written
 };
 
 // Writes OUT/compare.json (with export_michel or finetune OUT/michel-pruned; with finetune also

@@ -78,4 +78,20 @@ SegmentStats chrf_segment_stats(const Chrf& chrf, const std::vector<std::string>
                                 const std::vector<std::vector<std::string>>& refs);
 ScoreFromStats chrf_scorer(const Chrf& chrf);
 
+// A paired test of `system` against `baseline` (both scored against `refs`) under one metric:
+// the metric's name and signature with the test's result.
+struct PairedComparison {
+  std::string name;  // "BLEU", "chrF2", ...
+  std::string signature;
+  PairedTestResult result;
+};
+PairedComparison paired_compare(const BleuOptions& metric, const std::vector<std::string>& baseline,
+                                const std::vector<std::string>& system,
+                                const std::vector<std::vector<std::string>>& refs,
+                                const PairedTestOptions& options);
+PairedComparison paired_compare(const ChrfOptions& metric, const std::vector<std::string>& baseline,
+                                const std::vector<std::string>& system,
+                                const std::vector<std::vector<std::string>>& refs,
+                                const PairedTestOptions& options);
+
 }  // namespace headcount::eval

@@ -163,4 +163,13 @@ std::string status_table(const SweepSpec& spec, const fs::path& out);
 // `headcount sweep FILE --out OUT --only $SLURM_ARRAY_TASK_ID`. Returns its path.
 fs::path write_slurm_script(const SweepSpec& spec, const SweepOptions& options);
 
+// Submits a script of write_slurm_script with sbatch (whose output goes to this process's).
+void submit_slurm_script(const fs::path& script);
+
+// What `headcount sweep --dry-run` lists: the runs of `file` into `out` and the command each (and
+// its retraining) would run, with the thread budget `cores` (0: this machine's online processors)
+// split between `workers`.
+std::string dry_run_listing(const SweepSpec& spec, const std::string& file, const fs::path& out,
+                            int cores, int workers);
+
 }  // namespace headcount::sweep

@@ -30,26 +30,11 @@
 #include "headcount/run/checkpoint.h"
 #include "headcount/run/run_folder.h"
 #include "headcount/train/extension.h"
+#include "headcount/train/inputs.h"
 
 namespace headcount::train {
 
 namespace fs = std::filesystem;
-
-struct TrainOptions {
-  fs::path run_dir;
-  // Train this checkpoint's architecture (e.g. a pruned one) from a random initialisation.
-  std::optional<fs::path> architecture_from;
-  // Start from this checkpoint's weights, architecture and vocabulary (fine-tuning).
-  std::optional<fs::path> init_from;
-  int rank = 0;        // this process
-  int world_size = 1;  // processes
-  // Data-parallel training: gradients are summed across the group before each optimizer step
-  // (null: one process).
-  std::shared_ptr<dist::Communicator> comm;
-  // This process's device where it is not the config's `device` alone: a data-parallel process on
-  // CUDA trains on its own GPU (dist::process_device). Unset: runtime::resolve_device(device).
-  std::optional<torch::Device> device;
-};
 
 struct TrainSummary {
   int64_t steps = 0;
@@ -61,13 +46,6 @@ struct TrainSummary {
   double target_tokens_per_second = 0;
 };
 
-struct EvalResult {
-  double loss = 0, nll = 0;  // per target token
-  double bleu = 0, chrf = 0;
-  int64_t sentences = 0;
-  std::string bleu_signature;
-};
-
 // The loop (Trainer::run) reads top to bottom: start or resume, then per step take the step's
 // batches, forward and backward them, add the extension's regulariser, all-reduce, clip, set the
 // learning rate and step the optimizer; log, evaluate and checkpoint when due; finish. Everything
@@ -76,7 +54,7 @@ class Trainer {
  public:
   Trainer(Config config, TrainOptions options,
           std::unique_ptr<TrainingExtension> extension = nullptr);
-  virtual ~Trainer();
+  ~Trainer();
   // Loads data, vocabulary and model, then builds the optimizer (run() and evaluate() call it).
   void init();
   TrainSummary run();
@@ -85,27 +63,15 @@ class Trainer {
 
   model::Transformer& model() {
     init();
-    return model_;
+    return inputs_.model;
   }
   const Config& config() const { return config_; }
   const TrainOptions& options() const { return options_; }
   run::RunFolder folder() const { return {options_.run_dir}; }
   const run::TrainState& state() const { return state_; }
-  const data::VocabFiles& vocab_files() const { return vocab_files_; }
+  const data::VocabFiles& vocab_files() const { return inputs_.vocab_files; }
   // Appends a record to metrics.jsonl (rank 0).
   void log_metrics(const nlohmann::json& record);
-
- protected:
-  void prepare();
-  Config config_;
-  TrainOptions options_;
-  torch::Device device_{torch::kCPU};
-  data::VocabFiles vocab_files_;
-  std::unique_ptr<data::Vocab> src_vocab_, tgt_vocab_;
-  data::Corpus corpus_;
-  std::vector<data::Example> train_, dev_;
-  model::Transformer model_{nullptr};
-  run::TrainState state_;
 
  private:
   // Statistics of one optimizer step, summed over the processes.
@@ -130,6 +96,8 @@ class Trainer {
   void evaluate_and_checkpoint(Progress& progress);
   void save_last(Progress& progress);
   int64_t check_parameters_identical();
+  void run_steps(TrainSummary& summary, Progress& progress);
+  void finish_run(TrainSummary& summary, Progress& progress);
   void write_summary(const TrainSummary& summary, double seconds, int64_t differing);
 
   std::vector<std::string> event_logs() const;
@@ -150,6 +118,10 @@ class Trainer {
   // evaluation, and on resume, where a kill between the writes left them behind.
   void sync_checkpoint_set(bool evaluated);
 
+  Config config_;
+  TrainOptions options_;
+  TrainingInputs inputs_;  // device, precision, corpus, vocabulary, examples, model
+  run::TrainState state_;
   std::unique_ptr<TrainingExtension> extension_;
   std::vector<ParamGroup> groups_;
   std::vector<torch::Tensor> params_;  // all trained parameters, in group order
@@ -157,7 +129,6 @@ class Trainer {
   std::vector<int64_t> order_;  // this epoch's batch order
   int64_t order_epoch_ = -1;
   std::unique_ptr<torch::optim::Adam> optimizer_;
-  PrecisionChoice precision_;  // train.precision resolved for device_
   bool ready_ = false;
   int64_t last_saved_step_ = 0;
   int64_t allreduce_bytes_ = 0;  // sent by this process in the last step's gradient all-reduce

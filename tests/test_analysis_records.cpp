@@ -1,0 +1,118 @@
+// The analyses' record files: relevance.json byte for byte as `analyze relevance` has always
+// written it, and compare.json and heads.csv read back through their readers.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "headcount/analysis/compare.h"
+#include "headcount/analysis/head_table.h"
+#include "headcount/analysis/heads_report.h"
+#include "headcount/analysis/relevance_report.h"
+#include "headcount/common/io.h"
+#include "test_util.h"
+
+namespace headcount::analysis {
+namespace {
+
+using model::AttentionType;
+
+TEST(AnalysisRecords, RelevanceJsonKeepsItsKeyOrderAndNulls) {
+  testing::TempDir dir;
+  RelevanceRecord r;
+  r.checkpoint = "ck";
+  r.split = "dev";
+  r.sentences = 2;
+  r.target_tokens = 10;
+  r.epsilon = 0.01;
+  r.source_share = 0.5;
+  r.reached_embeddings = 0.25;
+  r.vs_confidence.all = 0.5;
+  r.vs_confidence.by_type[static_cast<int>(AttentionType::kEncDec)] = 1.0;
+  r.run = "r";
+  r.vs_removal_step.all = -0.5;
+  r.kept_vs_removed.push_back({AttentionType::kEncSelf, 1, 2, 0.25, std::nullopt});
+  const auto file = AnalysisFolder{dir.path()}.relevance();
+  write_relevance_record(file, r);
+  const std::string nulls = "    \"enc_self\": null,\n    \"dec_self\": null,\n";
+  EXPECT_EQ(io::read_file(file),
+            "{\n  \"checkpoint\": \"ck\",\n  \"split\": \"dev\",\n  \"sentences\": 2,\n"
+            "  \"target_tokens\": 10,\n  \"epsilon\": 0.01,\n"
+            "  \"source_share_of_input_relevance\": 0.5,\n"
+            "  \"top_logit_share_reaching_embeddings\": 0.25,\n"
+            "  \"spearman_relevance_vs_confidence\": {\n    \"all\": 0.5,\n" +
+                nulls + "    \"enc_dec\": 1.0\n  },\n" +
+                "  \"spearman_relevance_vs_importance\": {\n    \"all\": null,\n" + nulls +
+                "    \"enc_dec\": null\n  },\n  \"run\": \"r\",\n" +
+                "  \"spearman_relevance_vs_removal_step\": {\n    \"all\": -0.5,\n" + nulls +
+                "    \"enc_dec\": null\n  },\n" +
+                "  \"kept_vs_removed\": {\n    \"enc_self\": {\n      \"kept\": 1,\n"
+                "      \"removed\": 2,\n      \"mean_relevance_kept\": 0.25,\n"
+                "      \"mean_relevance_removed\": null\n    }\n  }\n}\n");
+  const auto back = read_relevance_record(file);
+  EXPECT_EQ(back.vs_removal_step.all, -0.5);
+  EXPECT_FALSE(back.vs_importance.all.has_value());
+  ASSERT_EQ(back.kept_vs_removed.size(), 1u);
+  EXPECT_EQ(back.kept_vs_removed[0].removed, 2);
+  EXPECT_EQ(back.run, std::optional<std::string>("r"));
+}
+
+TEST(AnalysisRecords, CompareJsonReadsBackWhatWasWritten) {
+  testing::TempDir dir;
+  CompareRecord r;
+  r.checkpoint = "ck";
+  r.run = "run";
+  r.method = "l0";
+  r.sentences = 5;
+  r.gated_heads = 6;
+  r.removed_heads = 3;
+  r.bleu_full = 20.5;
+  r.bleu_l0_masked = 19.25;
+  r.bleu_michel_masked = 18;
+  r.bleu_michel_tuned = 21;
+  r.michel_removed_heads = {"enc_self L0 H1"};
+  r.spearman_importance = std::nan("");  // written as null
+  r.spearman_confidence = -0.5;
+  r.top_importance_heads = {{"enc_self L0 H0", 0.75, std::nullopt}, {"dec_self L0 H1", 0.5, 3.0}};
+  const auto file = AnalysisFolder{dir.path()}.compare();
+  write_compare_record(file, r);
+  const auto back = read_compare_record(file);
+  EXPECT_EQ(back.method, "l0");
+  EXPECT_EQ(back.removed_heads, 3u);
+  EXPECT_EQ(back.bleu_l0_masked, 19.25);
+  EXPECT_FALSE(back.bleu_l0_tuned.has_value());
+  EXPECT_EQ(back.bleu_michel_tuned, std::optional<double>(21));
+  EXPECT_TRUE(std::isnan(back.spearman_importance));
+  EXPECT_EQ(back.spearman_confidence, -0.5);
+  ASSERT_EQ(back.top_importance_heads.size(), 2u);
+  EXPECT_FALSE(back.top_importance_heads[0].removal_step.has_value());
+  EXPECT_EQ(back.top_importance_heads[1].removal_step, std::optional<double>(3.0));
+  EXPECT_EQ(back.michel_removed_heads, r.michel_removed_heads);
+}
+
+TEST(AnalysisRecords, HeadsCsvGivesEachRowsFunctions) {
+  testing::TempDir dir;
+  HeadRow self, cross;
+  self.head = {AttentionType::kEncSelf, 0, 1};
+  self.self_attention = true;
+  self.top_offset = -1;
+  self.function = "positional+rare-token";
+  cross.head = {AttentionType::kEncDec, 1, 0};
+  cross.syntax = SyntacticVerdict{true, "nsubj", DepDirection::kDependentToHead, 0.5, 0.25};
+  cross.function = "none";
+  const auto file = AnalysisFolder{dir.path()}.heads();
+  write_heads_csv(file, {self, cross});
+  const auto lines = io::read_lines(file);
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(lines[1],
+            "enc_self,0,1,0.0000,0.0000,0.0000,0.0000,0.0000,0.0000,-1,0.0000,0,0.0000,,,,,"
+            "positional+rare-token");
+  EXPECT_EQ(lines[2],
+            "enc_dec,1,0,0.0000,0.0000,0.0000,,,,,,0,0.0000,1,nsubj dep->head,0.5000,0.2500,none");
+  const auto functions = read_head_functions(file);
+  ASSERT_EQ(functions.size(), 2u);
+  EXPECT_EQ(functions[0], (std::vector<std::string>{"positional", "rare-token"}));
+  EXPECT_EQ(functions[1], (std::vector<std::string>{"none"}));
+}
+
+}  // namespace
+}  // namespace headcount::analysis
