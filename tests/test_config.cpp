@@ -93,6 +93,30 @@ TEST(Config, SyntaxErrorsAndCrossKeyChecks) {
             std::string::npos);
 }
 
+TEST(Config, IntegersAreDecimalWithLeadingZerosAsYaml12ReadsThem) {
+  // yaml-cpp would read 0100 as octal 64; YAML 1.2 (and every user) reads a hundred.
+  const struct {
+    std::string text;
+    int64_t want;
+  } rows[] = {{"0100", 100}, {"010", 10}, {"+007", 7}, {"0x30", 48}, {"100", 100}};
+  for (const auto& r : rows) {
+    ConfigLoader l;
+    l.apply_set("train.max_steps=" + r.text);
+    EXPECT_EQ(l.finish().train.max_steps, r.want) << r.text;
+  }
+  TempDir dir;
+  const auto p = write_yaml(dir, "o.yaml", "vocab:\n  size: 060\nseed: 010\n");
+  ConfigLoader l;
+  l.apply_file(p);
+  EXPECT_EQ(l.finish().vocab.size, 60);
+  for (const std::string bad : {"0o60", "1e3", "12abc", "0x", "--5", "9223372036854775808"}) {
+    const std::string e = error_of([&] { ConfigLoader().apply_set("seed=" + bad); });
+    EXPECT_TRUE(e.find("expected an integer") != std::string::npos ||
+                e.find("out of range") != std::string::npos)
+        << bad << ": " << e;
+  }
+}
+
 TEST(Config, DumpLoadsBackToTheSameConfig) {
   TempDir dir;
   ConfigLoader l;

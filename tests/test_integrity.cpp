@@ -12,6 +12,7 @@
 
 #include <fstream>
 #include <random>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -411,6 +412,31 @@ TEST(Integrity, AnArchitectureTakenFromACheckpointIsCheckedAgainstItsHash) {
 }
 
 // ---- Leftovers: temporaries of killed writers; inputs that are not files ----
+
+TEST(Leftovers, OutputsAreWrittenThroughLinksPipesAndDevices) {
+  TempDir dir;
+  // Through a symbolic link: the file it names changes, the link stays a link.
+  io::write_file_atomic(dir / "target.txt", "old\n");
+  fs::create_symlink(dir / "target.txt", dir / "link.txt");
+  io::write_file_atomic(dir / "link.txt", "new\n");
+  EXPECT_TRUE(fs::is_symlink(dir / "link.txt"));
+  EXPECT_EQ(io::read_file(dir / "target.txt"), "new\n");
+  // Into a FIFO: its reader gets the bytes (a rename would leave it waiting forever).
+  const fs::path fifo = dir / "fifo";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  std::string got;
+  std::thread reader([&] { got = io::read_file(fifo); });
+  io::write_lines_atomic(fifo, {"uno", "dos"});
+  reader.join();
+  EXPECT_EQ(got, "uno\ndos\n");
+  EXPECT_FALSE(fs::is_regular_file(fifo));
+  // A device that takes nothing: an error naming it, not a silent success (where the machine has
+  // /dev/full).
+  if (!fs::is_character_file("/dev/full")) GTEST_SKIP() << "no /dev/full device here";
+  const std::string msg = error_of([&] { io::write_file_atomic("/dev/full", "x\n"); });
+  EXPECT_TRUE(contains(msg, "/dev/full: write failed")) << msg;
+  EXPECT_TRUE(fs::is_character_file("/dev/full"));
+}
 
 TEST(Leftovers, EveryWriterRemovesWhatAKilledWriterOfItsTargetLeft) {
   struct Row {

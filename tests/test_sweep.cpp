@@ -116,6 +116,12 @@ TEST(Sweep, BadSweepFilesNameTheLineAndTheProblem) {
       {"command: train\n" + cfg + "grid: {seed: [1]}\nslurm: {gpus: 2}\n",
        "slurm: unknown key 'gpus'"},
       {"command: train\n" + cfg + "grid: {seed: [1]\n", "not valid YAML"},
+      // Five lists of ten: 100000 runs, refused before one is expanded.
+      {"command: train\n" + cfg +
+           "grid:\n  seed: [1,2,3,4,5,6,7,8,9,10]\n  train.lr: [1,2,3,4,5,6,7,8,9,10]\n"
+           "  train.warmup_steps: [1,2,3,4,5,6,7,8,9,10]\n  train.max_steps: "
+           "[1,2,3,4,5,6,7,8,9,10]\n  train.patience: [1,2,3,4,5,6,7,8,9,10]\n",
+       "grid: more than 10000 runs (the product of the lists' lengths, up to train.patience)"},
   };
   for (const auto& [text, want] : cases) {
     const std::string e = err(text);
@@ -461,10 +467,12 @@ void write_finished_prune(const fs::path& out, const std::string& name, const st
   io::write_file_atomic(run / "summary.json", "{}");
   io::write_file_atomic(
       run / "pruning.json",
-      fmt::format(R"({{"heads_before_e_d_de":"4/4/4","heads_after_e_d_de":"{}","heads_after":{},
-                      "parameters_before":1000,"parameters_after":{},"dev_bleu_end":{},
-                      "steps":100}})",
-                  e_d_de, heads, params, bleu));
+      fmt::format(R"({{"init_from":"base/checkpoints/best","attention_gated":["enc_self"],
+                      "lambda":0.1,"target_heads":0,"steps":100,
+                      "heads_before_e_d_de":"4/4/4","heads_after_e_d_de":"{}","heads_after":{},
+                      "parameters_before":1000,"parameters_after":{},"dev_bleu_start":25.5,
+                      "dev_bleu_end":{},"pruned_checkpoint":"{}"}})",
+                  e_d_de, heads, params, bleu, (run / "pruned").string()));
   io::write_file_atomic(
       run / "metrics.jsonl",
       fmt::format(R"({{"event":"final","step":100,"dev_bleu":{},"dev_chrf":44.25}})"
@@ -512,9 +520,11 @@ TEST(Report, TableFromAFixtureOfFinishedRuns) {
                  {manifest_point("lambda-0.1", {{"prune.lambda", "0.1"}}),
                   manifest_point("lambda-0.5", {{"prune.lambda", "0.5"}}),
                   manifest_point("lambda-1", {{"prune.lambda", "1"}})});
-  write_finished_prune(out, "lambda-0.1", R"({"enc_self":[1,1],"dec_self":[2,2],"enc_dec":[2,1]})",
+  write_finished_prune(out, "lambda-0.1",
+                       R"({"enc_self":[1,1],"dec_self":[2,2],"enc_dec":[2,1],"head_dim":8})",
                        "2/4/3", 25.0, 900);
-  write_finished_prune(out, "lambda-0.5", R"({"enc_self":[0,1],"dec_self":[1,0],"enc_dec":[1,1]})",
+  write_finished_prune(out, "lambda-0.5",
+                       R"({"enc_self":[0,1],"dec_self":[1,0],"enc_dec":[1,1],"head_dim":8})",
                        "1/1/2", 21.25, 800);
   // lambda-0.1 was retrained from scratch (best dev BLEU 23.5); lambda-0.5's retraining runs.
   fs::create_directories(out / "lambda-0.1" / "scratch");
@@ -594,14 +604,17 @@ TEST(Report, EachRunAgainstItsZeroPruningControl) {
                   point("enc-l0", "0", "[enc_self]", true, ""),
                   point("enc-l0.1", "0.1", "[enc_self]", false, "enc-l0"),
                   point("lambda-0.5", "0.5", "", false, "")});
-  const std::string all = R"({"enc_self":[2,2],"dec_self":[2,2],"enc_dec":[2,2]})";
+  const std::string all = R"({"enc_self":[2,2],"dec_self":[2,2],"enc_dec":[2,2],"head_dim":8})";
   write_finished_prune(out, "all-l0", all, "4/4/4", 26.0, 1000);
-  write_finished_prune(out, "all-l0.1", R"({"enc_self":[1,1],"dec_self":[2,2],"enc_dec":[2,1]})",
+  write_finished_prune(out, "all-l0.1",
+                       R"({"enc_self":[1,1],"dec_self":[2,2],"enc_dec":[2,1],"head_dim":8})",
                        "2/4/3", 25.0, 900);
   // enc-l0 has not run: enc-l0.1 has no control BLEU to compare with.
-  write_finished_prune(out, "enc-l0.1", R"({"enc_self":[1,1],"dec_self":[2,2],"enc_dec":[2,2]})",
+  write_finished_prune(out, "enc-l0.1",
+                       R"({"enc_self":[1,1],"dec_self":[2,2],"enc_dec":[2,2],"head_dim":8})",
                        "2/4/4", 24.75, 950);
-  write_finished_prune(out, "lambda-0.5", R"({"enc_self":[0,1],"dec_self":[1,0],"enc_dec":[1,1]})",
+  write_finished_prune(out, "lambda-0.5",
+                       R"({"enc_self":[0,1],"dec_self":[1,0],"enc_dec":[1,1],"head_dim":8})",
                        "1/1/2", 21.25, 800);
 
   sweep::ReportOptions o;
@@ -698,9 +711,11 @@ void write_control_and_run(const fs::path& out, const fs::path& base) {
   write_manifest(out, {"prune.lambda"}, base, true,
                  {manifest_point("all-l0", {{"prune.lambda", "0"}}, true),
                   manifest_point("all-l0.1", {{"prune.lambda", "0.1"}}, false, "all-l0")});
-  write_finished_prune(out, "all-l0", R"({"enc_self":[2,2],"dec_self":[2,2],"enc_dec":[2,2]})",
+  write_finished_prune(out, "all-l0",
+                       R"({"enc_self":[2,2],"dec_self":[2,2],"enc_dec":[2,2],"head_dim":8})",
                        "4/4/4", 26.0, 1000);
-  write_finished_prune(out, "all-l0.1", R"({"enc_self":[1,1],"dec_self":[2,2],"enc_dec":[2,1]})",
+  write_finished_prune(out, "all-l0.1",
+                       R"({"enc_self":[1,1],"dec_self":[2,2],"enc_dec":[2,1],"head_dim":8})",
                        "2/4/3", 25.0, 900);
 }
 
@@ -847,9 +862,11 @@ TEST(Report, DevAndTestAgainstEveryReferenceInOneTable) {
                  {manifest_point("all-l0", {{"prune.lambda", "0"}}, true),
                   manifest_point("all-l0.1", {{"prune.lambda", "0.1"}}, false, "all-l0"),
                   manifest_point("lambda-1", {{"prune.lambda", "1"}})});
-  write_finished_prune(out, "all-l0", R"({"enc_self":[2,2],"dec_self":[2,2],"enc_dec":[2,2]})",
+  write_finished_prune(out, "all-l0",
+                       R"({"enc_self":[2,2],"dec_self":[2,2],"enc_dec":[2,2],"head_dim":8})",
                        "4/4/4", 26.0, 1000);
-  write_finished_prune(out, "all-l0.1", R"({"enc_self":[1,1],"dec_self":[2,2],"enc_dec":[2,1]})",
+  write_finished_prune(out, "all-l0.1",
+                       R"({"enc_self":[1,1],"dec_self":[2,2],"enc_dec":[2,1],"head_dim":8})",
                        "2/4/3", 25.0, 900);
   fs::create_directories(out / "all-l0.1" / "scratch");
   io::write_file_atomic(out / "all-l0.1" / "scratch" / "summary.json", "{}");
@@ -1008,11 +1025,14 @@ runs:
 baseline: {}
 )",
                                                   tiny_base(dir, 10).string(), base.string()));
-  write_finished_prune(out, "all-l0", R"({"enc_self":[2,2],"dec_self":[2,2],"enc_dec":[2,2]})",
+  write_finished_prune(out, "all-l0",
+                       R"({"enc_self":[2,2],"dec_self":[2,2],"enc_dec":[2,2],"head_dim":8})",
                        "4/4/4", 26.0, 1000);
-  write_finished_prune(out, "all-l0.1", R"({"enc_self":[1,1],"dec_self":[2,2],"enc_dec":[2,1]})",
+  write_finished_prune(out, "all-l0.1",
+                       R"({"enc_self":[1,1],"dec_self":[2,2],"enc_dec":[2,1],"head_dim":8})",
                        "2/4/3", 25.0, 900);
-  write_finished_prune(out, "all-l1", R"({"enc_self":[0,0],"dec_self":[1,0],"enc_dec":[1,1]})",
+  write_finished_prune(out, "all-l1",
+                       R"({"enc_self":[0,0],"dec_self":[1,0],"enc_dec":[1,1],"head_dim":8})",
                        "0/1/2", 20.0, 700);
   const fs::path base_ckpt = base / "checkpoints" / "best";
   write_eval_cache(base, base_ckpt, "dev", 30.0, 50.0, {}, {}, 10.0);

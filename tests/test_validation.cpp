@@ -268,5 +268,64 @@ TEST(Surprises, UnknownCommandsFilesForFoldersMissingDataAndMissingSweepCommand)
   EXPECT_FALSE(fs::exists(missing)) << "a corpus was built for a checkpoint's missing data.dir";
 }
 
+TEST(Surprises, OutputsThatAreInputsGatedCheckpointsAndKeysACheckpointOwns) {
+  TempDir dir;
+  const fs::path ckpt = tiny_checkpoint(dir);
+  const std::string c = ckpt.string();
+  const std::string d = dir.path().string();
+  std::ofstream(dir / "base.yaml") << "seed: 1\n";
+  std::ofstream(dir / "in.txt") << "uno dos\n";
+  std::ofstream(dir / "ref.txt") << "one two\n";
+  fs::create_symlink(dir / "in.txt", dir / "link.txt");
+  // A prune run's checkpoint in training: the model and its gates.
+  const fs::path gated = dir / "gated";
+  fs::copy(ckpt, gated, fs::copy_options::recursive);
+  std::ofstream(gated / "gates.pt") << "x";
+  const std::string in = d + "/in.txt", ref = d + "/ref.txt";
+  const std::vector<Row> rows = {
+      {"translate --checkpoint " + c + " -i " + in + " -o " + in,
+       "--output " + in + " is the input"},
+      {"translate --checkpoint " + c + " -i " + in + " -o " + d + "/link.txt", "is the input"},
+      {"eval --checkpoint " + c + " --src " + in + " --ref " + ref + " --hyp-out " + ref,
+       "--hyp-out " + ref + " is a reference file"},
+      {"eval --checkpoint " + c + " --src " + in + " --ref " + ref + " --out " + in,
+       "--out " + in + " is the source file"},
+      {"eval --checkpoint " + c + " --src " + in + " --ref " + ref + " --out " + d +
+           "/x --hyp-out " + d + "/x",
+       "--out and --hyp-out are the same file"},
+      {"eval --checkpoint " + c + " --ref " + ref, "--ref needs --src"},
+      {"eval --checkpoint " + gated.string(), "is a checkpoint of a prune run in training"},
+      {"translate --checkpoint " + gated.string() + " -i " + in, "export-pruned --checkpoint"},
+      {"analyze heads --checkpoint " + gated.string() + " --out " + d + "/h", "gates.pt"},
+      {"bench decode --checkpoint " + gated.string(), "gates.pt"},
+      {"translate --checkpoint " + c + " -i " + in + " --set model.d_model=8",
+       "--set model.d_model=8: the checkpoint's model.d_model says how its weights were made"},
+      {"eval --checkpoint " + c + " --set vocab.size=100", "only decode.*, threads.*, data.*"},
+      {"analyze heads --checkpoint " + c + " --out " + in, in + " exists and is not a folder"},
+      {"train " + d + "/base.yaml --out " + in, in + " exists and is not a folder"},
+      {"export-pruned --checkpoint " + gated.string() + " --out /dev/null",
+       "/dev/null exists and is not a folder"},
+      // A run that fails before its first write leaves no folder behind.
+      {"prune " + d + "/base.yaml --out " + d + "/p --set prune.init_from=" + d + "/nothing",
+       "nothing"},
+      {"train " + d + "/base.yaml --out " + d + "/t --init-from " + d + "/nothing", "nothing"},
+  };
+  expect_errors(rows);
+  // Written output that a full device did not take (where the machine has /dev/full).
+  if (fs::is_character_file("/dev/full")) {
+    expect_errors({
+        {"translate --checkpoint " + c + " -i " + in + " -o /dev/full", "/dev/full: write failed"},
+        {"translate --checkpoint " + c + " -i " + in + " > /dev/full",
+         "standard output: write failed"},
+        {"bleu " + ref + " " + ref + " > /dev/full", "standard output: write failed"},
+    });
+    EXPECT_TRUE(fs::is_character_file("/dev/full")) << "/dev/full was replaced by a file";
+  }
+  EXPECT_EQ(io::read_lines(dir / "in.txt").at(0), "uno dos") << "an input was overwritten";
+  EXPECT_FALSE(fs::exists(dir / "p")) << "a failed prune left its run folder";
+  EXPECT_FALSE(fs::exists(dir / "t")) << "a failed train left its run folder";
+  expect_errors({{"config show " + d + "/base.yaml --set train.adam_eps=0", "train.adam_eps"}});
+}
+
 }  // namespace
 }  // namespace headcount

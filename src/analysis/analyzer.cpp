@@ -22,9 +22,11 @@
 #include "headcount/data/corpus.h"
 #include "headcount/data/vocab.h"
 #include "headcount/decode/search.h"
+#include "headcount/decode/translate.h"
 #include "headcount/eval/bleu.h"
 #include "headcount/model/loss.h"
 #include "headcount/run/checkpoint.h"
+#include "headcount/run/checkpoint_files.h"
 #include "headcount/run/run_folder.h"
 
 namespace headcount::analysis {
@@ -74,8 +76,9 @@ Analyzer::Analyzer(const AnalyzeOptions& o) : s_(std::make_unique<State>()) {
   s_->options = o;
   HC_CHECK(o.split == "dev" || o.split == "test", "split: expected dev or test, got '{}'", o.split);
   s_->info = run::read_checkpoint_info(o.checkpoint);
-  s_->info.config =
-      with_overrides(s_->info.config, (o.checkpoint / "config.yaml").string(), o.sets);
+  run::require_ungated(o.checkpoint, "analysing it");
+  s_->info.config = with_overrides(s_->info.config,
+                                   run::CheckpointFolder{o.checkpoint}.config().string(), o.sets);
   const Config& c = s_->info.config;
   s_->device = runtime::resolve_device(c.device);
   runtime::apply_threads(
@@ -193,13 +196,11 @@ double Analyzer::bleu(const std::vector<HeadId>& masked) {
   search.beam = st.options.beam;
   std::vector<std::vector<int>> ids;
   for (const auto& e : st.examples) ids.push_back(e.src);
-  const auto out =
-      decode::translate_ids(st.model, ids, search, st.info.config.decode.batch_size, st.device);
+  const auto tr =
+      decode::translate_and_score(st.model, *st.tgt_vocab, ids, search,
+                                  st.info.config.decode.batch_size, st.device, {st.references});
   st.clear_scales();
-  std::vector<std::string> hyps;
-  for (const auto& o : out)
-    hyps.push_back(st.tgt_vocab->decode(std::vector<int>(o.begin(), o.end())));
-  return eval::Bleu().corpus_score(hyps, {st.references}).score;
+  return *tr.scores.at(0).bleu;
 }
 
 std::vector<HeadStats> Analyzer::head_stats() {

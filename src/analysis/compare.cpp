@@ -16,6 +16,7 @@
 #include "headcount/common/process.h"
 #include "headcount/common/run_guard.h"
 #include "headcount/prune/export.h"
+#include "headcount/run/checkpoint_files.h"
 #include "headcount/run/run_folder.h"
 
 namespace headcount::analysis {
@@ -202,7 +203,7 @@ CompareResult compare_l0_with_importance(const AnalyzeOptions& options, const Co
   r.bleu_michel_masked = an.bleu(r.michel_removed);
   AnalyzeOptions po = options;
   po.checkpoint = run::RunFolder{c.run}.pruned();
-  if (fs::exists(po.checkpoint / "model.pt")) r.bleu_l0_tuned = Analyzer(po).bleu({});
+  if (run::CheckpointFolder{po.checkpoint}.has_weights()) r.bleu_l0_tuned = Analyzer(po).bleu({});
   const fs::path michel_ckpt = c.out / "michel-pruned", michel_run = c.out / "michel-finetuned";
   if (c.finetune || c.export_michel)
     export_michel(options, r.michel_removed, michel_ckpt, michel_run);

@@ -12,6 +12,7 @@
 #include "headcount/data/corpus.h"
 #include "headcount/decode/translate.h"
 #include "headcount/model/architecture.h"
+#include "headcount/run/checkpoint_files.h"
 #include "headcount/run/run_folder.h"
 
 namespace headcount::bench {
@@ -53,6 +54,7 @@ void load_variants(DecodeBench& b) {
   b.variants.push_back({"full", b.info, run::load_model(b.info, b.device), {}});
   if (!o.compare.empty()) {
     const auto pi = run::read_checkpoint_info(o.compare);
+    run::require_ungated(o.compare, "benchmarking it");
     HC_CHECK(
         pi.src_vocab_size == b.info.src_vocab_size && pi.tgt_vocab_size == b.info.tgt_vocab_size,
         "--compare {}: another vocabulary than {}", o.compare, o.checkpoint);
@@ -98,6 +100,7 @@ DecodeBench prepare_decode_bench(const DecodeBenchOptions& o) {
   DecodeBench b;
   b.options = o;
   b.info = run::read_checkpoint_info(o.checkpoint);
+  run::require_ungated(o.checkpoint, "benchmarking it");
   b.info.config = with_overrides(b.info.config, o.checkpoint + "/config.yaml", o.sets);
   runtime::apply_threads(b.info.config.threads);
   // The checkpoint's `device` (or --set device=...); one that cannot be used is an error.

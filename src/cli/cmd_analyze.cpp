@@ -14,6 +14,7 @@
 #include "headcount/analysis/heads_report.h"
 #include "headcount/analysis/importance_report.h"
 #include "headcount/analysis/relevance_report.h"
+#include "headcount/analysis/summaries.h"
 #include "headcount/common/check.h"
 #include "headcount/common/log.h"
 #include "headcount/run/run_folder.h"
@@ -46,7 +47,9 @@ void add_common(CLI::App* cmd, AnalyzeArgs& a) {
   cmd->add_option("--sentences", a.options.sentences, "The first N sentences (0: all)")
       ->check(integer_in(0, INT32_MAX))
       ->capture_default_str();
-  cmd->add_option("--out", a.out, "Folder for the CSV files and plots")->required();
+  cmd->add_option("--out", a.out, "Folder for the CSV files and plots")
+      ->required()
+      ->check(output_folder());
   cmd->add_option("--set", a.options.sets,
                   "Override a config key of the checkpoint (threads.*, decode.*, device)")
       ->type_name("KEY=VALUE");
@@ -104,10 +107,6 @@ void run_cluster(const AnalyzeArgs& a) {
   std::printf("wrote %s/{js_*.csv,mds.csv} and plots\n", out.c_str());
 }
 
-std::string signed3(const std::optional<double>& v) {
-  return v ? fmt::format("{:+.3f}", *v) : std::string("-");
-}
-
 // LRP head relevance (Voita et al. 2019 §4) beside confidence, I_h and (with a prune run) the
 // removal order.
 void run_relevance(const AnalyzeArgs& a) {
@@ -116,53 +115,8 @@ void run_relevance(const AnalyzeArgs& a) {
   fs::create_directories(out);
   const auto r = analysis::relevance_report(an, a.options, a.epsilon, a.run);
   analysis::write_relevance_report(out, an, r);
-  const auto& rec = r.record;
-  std::printf("LRP head relevance over %lld target tokens (%lld %s sentences, eps %g)\n",
-              static_cast<long long>(rec.target_tokens), static_cast<long long>(rec.sentences),
-              a.options.split.c_str(), a.epsilon);
-  std::printf(
-      "  source share of the input relevance %.3f; top logit reaching the embeddings %.3f\n",
-      rec.source_share, rec.reached_embeddings);
-  std::printf("  Spearman with relevance   %-10s %-10s %-10s %-10s\n", "all", "enc_self",
-              "dec_self", "enc_dec");
-  auto line = [](const char* what, const analysis::SpearmanByType& s) {
-    std::printf("  %-25s %-10s %-10s %-10s %-10s\n", what, signed3(s.all).c_str(),
-                signed3(s.by_type[0]).c_str(), signed3(s.by_type[1]).c_str(),
-                signed3(s.by_type[2]).c_str());
-  };
-  line("confidence", rec.vs_confidence);
-  line("importance I_h", rec.vs_importance);
-  if (rec.run) line("removal step", rec.vs_removal_step);
+  std::fputs(analysis::relevance_summary(r.record, a.options.split, a.epsilon).c_str(), stdout);
   std::printf("wrote %s/{relevance.csv,relevance.json} and plots\n", out.c_str());
-}
-
-void print_alignment(const analysis::AlignRecord& r) {
-  std::printf("%lld sentences scored (%lld skipped), %lld of %lld target words linked\n",
-              static_cast<long long>(r.sentences), static_cast<long long>(r.skipped),
-              static_cast<long long>(r.linked_words), static_cast<long long>(r.target_words));
-  std::printf("best baseline (%s): precision %.3f AER %.3f\n", r.baseline_name.c_str(),
-              r.baseline.precision(), r.baseline.aer());
-  if (r.best_head) {
-    const auto &hb = *r.best_head, &lb = *r.best_layer;
-    std::printf("best head  %s (%s): precision %.3f AER %.3f\n", r.best_head_label.c_str(),
-                hb.input ? "input" : "predict", hb.counts.precision(), hb.counts.aer());
-    std::printf("best layer %zu (%s, mean of its heads): precision %.3f AER %.3f\n", lb.index,
-                lb.input ? "input" : "predict", lb.counts.precision(), lb.counts.aer());
-  }
-  std::printf("layer  precision(predict)  precision(input)  AER(predict)  AER(input)\n");
-  for (const auto& l : r.layers)
-    std::printf("%5zu  %18.3f  %16.3f  %12.3f  %10.3f\n", l.layer, l.predict.precision(),
-                l.input.precision(), l.predict.aer(), l.input.aer());
-  std::printf("%lld heads align (precision >= baseline + %.2f)\n",
-              static_cast<long long>(r.aligning_heads), r.margin);
-  if (r.kept)
-    std::printf(
-        "kept by L0: %lld of %lld aligning heads (%lld of %lld gated kept); Spearman "
-        "precision vs removal step %s\n",
-        static_cast<long long>(r.kept->kept_aligning),
-        static_cast<long long>(r.kept->kept_aligning + r.kept->removed_aligning),
-        static_cast<long long>(r.kept->kept),
-        static_cast<long long>(r.kept->kept + r.kept->removed), signed3(r.kept->spearman).c_str());
 }
 
 // Encoder-decoder heads as word aligners against gold links (for the default corpus, from the
@@ -174,7 +128,7 @@ void run_align(const AnalyzeArgs& a) {
   fs::create_directories(out);
   const auto r = analysis::align_report(an, a.options, in, a.run, a.align_margin);
   analysis::write_align_report(out, an, r);
-  print_alignment(r.record);
+  std::fputs(analysis::align_summary(r.record).c_str(), stdout);
   std::printf("wrote %s/{align.csv,align_layers.csv,align_baseline.csv,align.json} and plots\n",
               out.c_str());
 }
@@ -191,26 +145,10 @@ void run_compare(const AnalyzeArgs& a) {
   c.export_michel = a.export_michel;
   c.executable = self_executable();
   const auto r = analysis::compare_l0_with_importance(a.options, c);
-  const bool fisher = r.method == PruneMethod::kFisher;
-  const std::string name = fisher ? "Fisher" : "L0";
-  const auto line = [](const std::string& what, double bleu) {
-    std::printf("  %-45s%6.2f\n", what.c_str(), bleu);
-  };
-  std::printf("%zu of %zu gated heads removed by %s (%s)\n", r.removed, r.gated, name.c_str(),
-              a.run.c_str());
-  std::printf("BLEU, %d %s sentences, beam %d:\n", a.options.sentences, a.options.split.c_str(),
-              a.options.beam);
-  line("full model", r.bleu_full);
-  line(name + "'s removed heads masked (no fine-tuning)", r.bleu_l0_masked);
-  line("Michel: as many least-I_h heads masked", r.bleu_michel_masked);
-  if (r.bleu_l0_tuned)
-    line(name + (fisher ? " pruned checkpoint (its pruned/ model)"
-                        : " pruned checkpoint (after fine-tuning)"),
-         *r.bleu_l0_tuned);
-  if (r.bleu_michel_tuned) line("Michel pruned, fine-tuned (same budget)", *r.bleu_michel_tuned);
-  std::printf("Spearman vs removal step: importance %.3f, confidence %.3f\nwrote %s\n",
-              r.spearman_importance, r.spearman_confidence,
-              run::RunFolder{c.out}.compare().c_str());
+  std::fputs(analysis::compare_summary(r, a.run, a.options.sentences, a.options.split,
+                                       a.options.beam, run::RunFolder{c.out}.compare().string())
+                 .c_str(),
+             stdout);
 }
 
 // Each subcommand's arguments live as long as the parser: CLI11 writes them while parsing and

@@ -7,10 +7,10 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <nlohmann/json.hpp>
 
 #include "commands.h"
 #include "headcount/bench/decode.h"
+#include "headcount/bench/report.h"
 #include "headcount/bench/threads.h"
 #include "headcount/bench/timing.h"
 #include "headcount/bench/train.h"
@@ -102,69 +102,12 @@ struct TrainBenchArgs {
   ConfigArgs config;
 };
 
-// Plain against gated steps, timed alternately.
-void print_gated_summary(const bench::TrainBenchResult& r, int steps) {
-  const double plain = r.median(), gated_median = r.gated_median();
-  std::printf(
-      "plain step: median %.3f s; gated step: median %.3f s (min %.3f, max %.3f); gated / "
-      "plain = %.3f (%d alternating pairs)\n",
-      plain, gated_median, r.gated_times.front(), r.gated_times.back(), gated_median / plain,
-      steps);
-}
-
-void print_train_json(const bench::TrainBenchResult& r) {
-  const double median = r.median(), achieved = r.achieved_gflops();
-  nlohmann::ordered_json j = {{"impl", "headcount"},
-                              {"device", r.device.str()},
-                              {"precision", r.precision.name()},
-                              {"tokens_per_step", r.tokens_per_step},
-                              {"step_seconds_median", median},
-                              {"step_seconds_min", r.times.front()},
-                              {"step_seconds_max", r.times.back()},
-                              {"target_tokens_per_s", r.tokens_per_step / median},
-                              {"gflop_per_step", r.flops_per_step / 1e9},
-                              {"achieved_gflops", achieved},
-                              {"matmul_peak_gflops", r.matmul_peak_gflops},
-                              {"matmul_peak_size", r.matmul_peak_size},
-                              {"fraction_of_peak", achieved / r.matmul_peak_gflops},
-                              {"intra_op_threads", r.intra_op_threads},
-                              {"page_faults_per_step", r.faults_per_step}};
-  if (r.device.is_cuda()) j["tf32"] = r.tf32;
-  std::printf("%s\n", j.dump().c_str());
-}
-
-// The timed steps' median against the FLOPs and the matmul peak measured on the device.
-void print_train_text(const bench::TrainBenchOptions& a, const bench::TrainBenchResult& r) {
-  const double median = r.median(), achieved = r.achieved_gflops();
-  std::printf(
-      "headcount Transformer d=%d ffn=%d %d+%d layers %d heads vocab %d, %d x %d target tokens\n",
-      a.d_model, a.ffn, a.layers, a.layers, a.heads, a.vocab, a.sentences, a.length);
-  std::printf("device: %s\n", r.device.str().c_str());
-  std::printf("precision: %s (%s)%s; %d LibTorch threads\n", r.precision.name().c_str(),
-              r.precision.reason.c_str(), r.tf32 ? ", TF32 products" : "", r.intra_op_threads);
-  std::printf("step time: median %.3f s (min %.3f, max %.3f) over %d steps\n", median,
-              r.times.front(), r.times.back(), a.steps);
-  std::printf("target tokens/s: %.0f\n", r.tokens_per_step / median);
-  std::printf("page faults per step: %.0f%s\n", r.faults_per_step,
-              a.gated ? " (plain and gated steps together)" : "");
-  std::printf(
-      "FLOPs per step: %.1f GFLOP -> %.1f GFLOP/s; %s matmul peak measured now on %s (%lld^3): "
-      "%.1f GFLOP/s; fraction of peak: %.0f%%\n",
-      r.flops_per_step / 1e9, achieved, r.precision.name().c_str(), r.device.str().c_str(),
-      static_cast<long long>(r.matmul_peak_size), r.matmul_peak_gflops,
-      100.0 * achieved / r.matmul_peak_gflops);
-}
-
 void run_train(const TrainBenchArgs& a) {
   Config config;
   if (!resolve_config(a.config, &config)) return;
   const auto r = bench::bench_train(a.options, config);
-  if (a.options.gated) print_gated_summary(r, a.options.steps);
-  if (a.json) {
-    print_train_json(r);
-  } else {
-    print_train_text(a.options, r);
-  }
+  if (a.options.gated) std::fputs(bench::gated_summary(r, a.options.steps).c_str(), stdout);
+  std::fputs((a.json ? bench::train_json(r) : bench::train_text(a.options, r)).c_str(), stdout);
 }
 
 void add_train_bench(CLI::App* bench) {
@@ -207,31 +150,12 @@ void add_train_bench(CLI::App* bench) {
   train->callback([a] { run_train(*a); });
 }
 
-void print_decode_setup(const bench::DecodeBench& b) {
-  std::printf("%zu dev sentences, batch %d, %d repeats (alternating), device %s\n", b.ids.size(),
-              b.info.config.decode.batch_size, b.options.repeats, b.device.str().c_str());
-  for (size_t k = 0; k < b.choices.size(); ++k) {
-    const auto& ch = b.choices[k];
-    std::printf("precision %s: %s; %d intra-op threads\n", ch.name().c_str(), ch.reason.c_str(),
-                b.intra_op_threads[k]);
-  }
-}
-
-void print_decode_beam(int beam, const std::vector<bench::DecodeRowResult>& rows) {
-  std::printf("\nbeam %d\n%-27s %-10s %12s %16s %10s %10s %8s %8s\n", beam, "model", "heads",
-              "sentences/s", "(min-max)", "measured", "predicted", "ratio", "BLEU");
-  for (const auto& r : rows) {
-    std::printf("%-27s %-10s %12.1f %7.1f-%-8.1f %9.2fx %9.2fx %8.2f %8.2f\n", r.name.c_str(),
-                r.heads.c_str(), r.sentences_per_s, r.slowest, r.fastest, r.measured, r.predicted,
-                r.measured / r.predicted, r.bleu);
-  }
-}
-
 // Sentences per second for each beam size (see bench/decode.h), a table a beam.
 void run_decode(const bench::DecodeBenchOptions& o) {
   auto b = bench::prepare_decode_bench(o);
-  print_decode_setup(b);
-  for (int beam : o.beams) print_decode_beam(beam, bench::measure_beam(b, beam));
+  std::fputs(bench::decode_setup_text(b).c_str(), stdout);
+  for (int beam : o.beams)
+    std::fputs(bench::decode_beam_table(beam, bench::measure_beam(b, beam)).c_str(), stdout);
 }
 
 void add_decode_bench(CLI::App* bench) {

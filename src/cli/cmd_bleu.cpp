@@ -2,7 +2,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <iostream>
-#include <nlohmann/json.hpp>
 
 #include "commands.h"
 #include "headcount/common/check.h"
@@ -10,6 +9,7 @@
 #include "headcount/common/text.h"
 #include "headcount/eval/bleu.h"
 #include "headcount/eval/chrf.h"
+#include "headcount/eval/sacrebleu_output.h"
 #include "headcount/eval/significance.h"
 
 namespace headcount::cli {
@@ -68,68 +68,8 @@ std::vector<std::string> read_segments(const std::string& path) {
   return lines;
 }
 
-void add_signature_fields(nlohmann::ordered_json& j, const std::string& signature) {
-  size_t start = 0;
-  while (start < signature.size()) {
-    size_t bar = signature.find('|', start);
-    if (bar == std::string::npos) bar = signature.size();
-    const std::string part = signature.substr(start, bar - start);
-    const size_t colon = part.find(':');
-    if (colon != std::string::npos) j[part.substr(0, colon)] = part.substr(colon + 1);
-    start = bar + 1;
-  }
-}
-
-nlohmann::ordered_json numbers(const std::vector<double>& v) {
-  nlohmann::ordered_json out = nlohmann::ordered_json::array();
-  for (double x : v) {
-    if (x == static_cast<double>(static_cast<long long>(x))) {
-      out.push_back(static_cast<long long>(x));
-    } else {
-      out.push_back(x);
-    }
-  }
-  return out;
-}
-
-std::string format_bleu(const eval::BleuScore& s, const std::string& signature, const BleuArgs& a) {
-  const std::string score = fmt::format("{:.{}f}", s.score, a.width);
-  if (a.json) {
-    nlohmann::ordered_json j;
-    j["name"] = "BLEU";
-    j["score"] = s.score;
-    j["signature"] = signature;
-    j["verbose_score"] = s.verbose(a.width);
-    j["counts"] = numbers(s.counts);
-    j["totals"] = numbers(s.totals);
-    j["precisions"] = s.precisions;
-    j["bp"] = s.bp;
-    j["ratio"] = s.ratio;
-    j["sys_len"] = static_cast<long long>(s.sys_len);
-    j["ref_len"] = static_cast<long long>(s.ref_len);
-    add_signature_fields(j, signature);
-    return j.dump(a.sentence ? -1 : 1);
-  }
-  if (a.score_only) return score;
-  return fmt::format("BLEU|{} = {} {}", signature, score, s.verbose(a.width));
-}
-
-std::string format_chrf(const eval::ChrfScore& s, const eval::Chrf& chrf,
-                        const std::string& signature, const BleuArgs& a) {
-  const std::string score = fmt::format("{:.{}f}", s.score, a.width);
-  if (a.json) {
-    nlohmann::ordered_json j;
-    j["name"] = chrf.name();
-    j["score"] = s.score;
-    j["signature"] = signature;
-    nlohmann::ordered_json stats = nlohmann::ordered_json::array();
-    for (const auto& st : s.stats) stats.push_back(numbers(st));
-    j["stats"] = stats;
-    add_signature_fields(j, signature);
-    return j.dump(a.sentence ? -1 : 1);
-  }
-  if (a.score_only) return score;
-  return fmt::format("{}|{} = {}", chrf.name(), signature, score);
+eval::OutputStyle output_style(const BleuArgs& a) {
+  return {.width = a.width, .json = a.json, .score_only = a.score_only, .compact = a.sentence};
 }
 
 // The hypothesis against a baseline's on the same segments: both scores, their bootstrap means
@@ -149,48 +89,7 @@ void run_paired(const BleuArgs& a, const std::vector<std::string>& hyps,
   po.seed = a.paired_seed;
   const auto cmp = a.metric == "bleu" ? eval::paired_compare(bleu_options(a), base, hyps, refs, po)
                                       : eval::paired_compare(chrf_options(a), base, hyps, refs, po);
-  const std::string& name = cmp.name;
-  const std::string& signature = cmp.signature;
-  const eval::PairedTestResult& r = cmp.result;
-  const std::string test_name =
-      bs ? "paired bootstrap resampling" : "paired approximate randomization";
-  if (a.json) {
-    nlohmann::ordered_json j;
-    j["name"] = name;
-    j["signature"] = signature;
-    j["test"] = r.test;
-    j["samples"] = r.samples;
-    j["seed"] = r.seed;
-    j["baseline"] = {{"file", base_path},
-                     {"score", r.baseline_score},
-                     {"mean", r.baseline.mean},
-                     {"ci", r.baseline.ci}};
-    j["system"] = {{"file", a.hyp},         {"score", r.system_score},
-                   {"mean", r.system.mean}, {"ci", r.system.ci},
-                   {"p_value", r.p_value},  {"difference", r.system_score - r.baseline_score}};
-    std::puts(j.dump(1).c_str());
-    return;
-  }
-  const int w = a.width;
-  if (a.score_only) {
-    std::puts(
-        fmt::format("{:.{}f} {:.{}f} {:.4f}", r.baseline_score, w, r.system_score, w, r.p_value)
-            .c_str());
-    return;
-  }
-  std::puts(fmt::format("{}|{}", name, signature).c_str());
-  std::puts(
-      fmt::format("{}, {} {}, seed {}", test_name, r.samples, bs ? "resamples" : "trials", r.seed)
-          .c_str());
-  std::puts(fmt::format("baseline {}: {} = {:.{}f} (mean {:.{}f} +- {:.{}f})", base_path, name,
-                        r.baseline_score, w, r.baseline.mean, w, r.baseline.ci, w)
-                .c_str());
-  std::puts(fmt::format("system   {}: {} = {:.{}f} (mean {:.{}f} +- {:.{}f}) difference {:+.{}f}, "
-                        "p = {:.4f}{}",
-                        a.hyp, name, r.system_score, w, r.system.mean, w, r.system.ci, w,
-                        r.system_score - r.baseline_score, w, r.p_value,
-                        r.p_value < 0.05 ? " (significant at 0.05)" : "")
-                .c_str());
+  std::puts(eval::format_paired(cmp, base_path, a.hyp, output_style(a)).c_str());
 }
 
 void run(const BleuArgs& a) {
@@ -217,12 +116,13 @@ void run(const BleuArgs& a) {
       const auto stats = bleu.sentence_stats(hyps, refs);
       for (const auto& st : stats) {
         // Each sentence's own reference count, as sacreBLEU's sentence_score sees it.
-        std::puts(
-            format_bleu(bleu.score_from_stats(st), bleu.signature(bleu.last_nrefs()), a).c_str());
+        std::puts(eval::format_bleu(bleu.score_from_stats(st), bleu.signature(bleu.last_nrefs()),
+                                    output_style(a))
+                      .c_str());
       }
     } else {
       const auto s = bleu.corpus_score(hyps, refs);
-      std::puts(format_bleu(s, bleu.signature(bleu.last_nrefs()), a).c_str());
+      std::puts(eval::format_bleu(s, bleu.signature(bleu.last_nrefs()), output_style(a)).c_str());
     }
   } else {
     const eval::Chrf chrf(chrf_options(a));
@@ -231,11 +131,15 @@ void run(const BleuArgs& a) {
         std::vector<std::string> r;
         for (const auto& stream : refs) r.push_back(stream[i]);
         const auto s = chrf.sentence_score(hyps[i], r);
-        std::puts(format_chrf(s, chrf, chrf.signature(chrf.last_nrefs()), a).c_str());
+        std::puts(
+            eval::format_chrf(s, chrf.name(), chrf.signature(chrf.last_nrefs()), output_style(a))
+                .c_str());
       }
     } else {
       const auto s = chrf.corpus_score(hyps, refs);
-      std::puts(format_chrf(s, chrf, chrf.signature(chrf.last_nrefs()), a).c_str());
+      std::puts(
+          eval::format_chrf(s, chrf.name(), chrf.signature(chrf.last_nrefs()), output_style(a))
+              .c_str());
     }
   }
 }

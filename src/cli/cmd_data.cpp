@@ -39,7 +39,7 @@ void add_data_command(CLI::App& app) {
   auto* bible = data->add_subcommand(
       "bible",
       "Build the Spanish->English Bible corpus from Debian's SWORD modules (deterministic)");
-  bible->add_option("--out", *out, "Output folder")->required();
+  bible->add_option("--out", *out, "Output folder")->required()->check(output_folder());
   bible
       ->add_option("--period", *period,
                    "Hold out one chapter in N for dev and one in N for test (30: ~1,000 verses "

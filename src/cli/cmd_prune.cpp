@@ -33,7 +33,9 @@ void add_prune_command(CLI::App& app) {
                   "Seconds to wait for the other processes (rendezvous, each all-reduce)")
       ->check(integer_in(1, 7 * 24 * 3600))
       ->capture_default_str();
-  cmd->add_option("--out", a->out, "Run folder (the same command resumes it)")->required();
+  cmd->add_option("--out", a->out, "Run folder (the same command resumes it)")
+      ->required()
+      ->check(output_folder());
   cmd->callback([a] {
     Config config;
     if (!a->method.empty()) a->config.sets.push_back("prune.method=" + a->method);
@@ -67,7 +69,7 @@ void add_export_pruned_command(CLI::App& app) {
   cmd->add_option("--checkpoint", *checkpoint, "Checkpoint folder of a prune run")
       ->required()
       ->check(checkpoint_folder());
-  cmd->add_option("--out", *out, "New checkpoint folder")->required();
+  cmd->add_option("--out", *out, "New checkpoint folder")->required()->check(output_folder());
   cmd->callback([checkpoint, out] {
     const auto arch = prune::export_pruned(*checkpoint, *out);
     std::printf("wrote %s: heads %s (enc/dec/enc-dec)\n", out->c_str(), arch.summary().c_str());

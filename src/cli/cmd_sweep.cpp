@@ -92,7 +92,9 @@ void add_sweep_command(CLI::App& app) {
                   "Sweep file (YAML): command, configs, set, grid / runs, controls, "
                   "baseline, retrain, slurm")
       ->required();
-  cmd->add_option("--out", a->out, "Sweep folder: one run folder per point")->required();
+  cmd->add_option("--out", a->out, "Sweep folder: one run folder per point")
+      ->required()
+      ->check(output_folder());
   cmd->add_option("--workers", a->workers, "Runs at a time (the cores are split between them)")
       ->check(integer_in(1, 256))
       ->capture_default_str();

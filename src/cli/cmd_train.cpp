@@ -26,7 +26,7 @@ void add_train_command(CLI::App& app) {
                   "Seconds to wait for the other processes (rendezvous, each all-reduce)")
       ->check(integer_in(1, 7 * 24 * 3600))
       ->capture_default_str();
-  cmd->add_option("--out", a->out, "Run folder")->required();
+  cmd->add_option("--out", a->out, "Run folder")->required()->check(output_folder());
   cmd->add_option("--architecture-from", a->architecture_from,
                   "Train this architecture from scratch: a checkpoint (e.g. a pruned one), a "
                   "run's records folder holding architecture.json, or the file itself")

@@ -3,7 +3,9 @@
 #include <map>
 
 #include "commands.h"
+#include "headcount/common/check.h"
 #include "headcount/common/io.h"
+#include "headcount/common/outputs.h"
 #include "headcount/decode/translate.h"
 #include "headcount/eval/chrf.h"
 #include "headcount/eval/record.h"
@@ -88,9 +90,15 @@ void add_eval_args(CLI::App* cmd, EvalArgs& a) {
 }
 
 void run_eval(const EvalArgs& a) {
+  HC_CHECK(a.refs.empty() || !a.src.empty(),
+           "--ref needs --src: the references of a split are the checkpoint's data config's (use "
+           "--src with --ref to score other files)");
   decode::Translator t = load(a.decode);
   const auto in = a.src.empty() ? decode::split_inputs(t, a.split, a.decode.sets)
                                 : decode::file_inputs(a.src, a.refs);
+  std::vector<io::NamedPath> inputs = {{"the source file", in.source_name}};
+  for (const auto& r : in.ref_files) inputs.push_back({"a reference file", r});
+  io::refuse_overwriting({{"--out", a.out}, {"--hyp-out", a.hyp_out}}, inputs);
   const auto tr = decode::translate_lines(t, in.sources, in.source_name, in.references);
   if (!a.hyp_out.empty()) io::write_lines_atomic(a.hyp_out, tr.text);
   print_scores(in.data, tr.scores);
@@ -112,6 +120,7 @@ void add_translate_command(CLI::App& app) {
       ->check(output_file())
       ->capture_default_str();
   cmd->callback([a, input, output] {
+    io::refuse_overwriting({{"--output", *output}}, {{"the input", *input}});
     decode::Translator t = load(*a);
     const auto lines = io::read_lines_or_stdin(*input, {.allow_empty_file = true});
     const auto out = decode::translate_lines(t, lines, *input == "-" ? "<stdin>" : *input).text;

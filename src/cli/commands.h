@@ -58,6 +58,8 @@ CLI::Validator number_in(double lo, double hi);
 CLI::Validator checkpoint_folder();
 // An output file ("-": stdout) that is not a folder: checked before hours of decoding.
 CLI::Validator output_file();
+// An output folder that is not a file (it may not exist yet): checked before any work.
+CLI::Validator output_folder();
 // Applies threads.* and checks the BLAS: call before any tensor work.
 void setup_runtime(const Config& config);
 // This headcount binary (sweeps, reports and the launcher start it again).

@@ -78,6 +78,19 @@ CLI::Validator checkpoint_folder() {
       "DIR");
 }
 
+CLI::Validator output_folder() {
+  return CLI::Validator(
+      [](std::string& value) -> std::string {
+        std::error_code ec;
+        const std::filesystem::path p(value);
+        if (std::filesystem::exists(p, ec) && !std::filesystem::is_directory(p, ec))
+          return fmt::format("{} exists and is not a folder; expected a folder (new or not)",
+                             value);
+        return "";
+      },
+      "DIR");
+}
+
 CLI::Validator output_file() {
   return CLI::Validator(
       [](std::string& value) -> std::string {

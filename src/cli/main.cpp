@@ -2,8 +2,10 @@
 // command line, runs one subcommand, and turns any error into one line on stderr.
 #include <c10/util/Exception.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -71,6 +73,27 @@ std::vector<std::string>& args_after_dash_dash() {
   return args;
 }
 
+// CLI11 reads integers with strtoll in base 0, where a leading zero makes "010" octal 8: a
+// number on the command line is decimal, as in a config file (common/config.cpp).
+void decimal_integers(CLI::App& app) {
+  for (CLI::Option* o : app.get_options()) {
+    const std::string type = o->get_type_name();
+    if (type.rfind("INT", 0) != 0 && type.rfind("UINT", 0) != 0) continue;
+    o->transform(CLI::Validator(
+        [](std::string& v) {
+          const size_t digits = v.find_first_not_of("+-");
+          if (digits > 1 || digits == std::string::npos) return std::string();
+          const size_t first = v.find_first_not_of('0', digits);
+          const bool decimal = v.find_first_not_of("0123456789", digits) == std::string::npos;
+          if (decimal && first != digits)
+            v.erase(digits, (first == std::string::npos ? v.size() - 1 : first) - digits);
+          return std::string();
+        },
+        ""));
+  }
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) decimal_integers(*sub);
+}
+
 }  // namespace headcount::cli
 
 int main(int argc, char** argv) {
@@ -91,6 +114,7 @@ int main(int argc, char** argv) {
     if (quiet) log::set_level(log::Level::kWarn);
   });
   for (const auto& spec : cli::kCommands) spec.add(app);
+  cli::decimal_integers(app);
   for (int i = 1; i < argc; ++i) {
     if (std::string(argv[i]) == "--") {
       cli::args_after_dash_dash().assign(argv + i + 1, argv + argc);
@@ -115,6 +139,13 @@ int main(int argc, char** argv) {
     return 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "headcount: error: %s\n", e.what());
+    return 1;
+  }
+  // What a full disk (or /dev/full) did not take is an error, not a silent success.
+  errno = 0;
+  if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+    std::fprintf(stderr, "headcount: error: standard output: write failed: %s\n",
+                 errno != 0 ? std::strerror(errno) : "disk full?");
     return 1;
   }
   return cli::exit_status();

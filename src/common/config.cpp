@@ -5,6 +5,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <functional>
 #include <map>
@@ -48,11 +49,28 @@ T convert(const YAML::Node& n);
 template <>
 long long convert<long long>(const YAML::Node& n) {
   if (!n.IsScalar()) throw ValueError{"expected an integer, got " + describe(n)};
-  try {
-    return n.as<long long>();
-  } catch (const YAML::Exception&) {
-    throw ValueError{"expected an integer, got " + describe(n)};
+  // Decimal digits with an optional sign, leading zeros included (YAML 1.2: 0100 is a hundred;
+  // yaml-cpp would read it as octal 64), or 0x and hexadecimal digits.
+  std::string_view text = n.Scalar();
+  bool negative = false;
+  if (!text.empty() && (text[0] == '+' || text[0] == '-')) {
+    negative = text[0] == '-';
+    text.remove_prefix(1);
   }
+  int base = 10;
+  if (text.size() > 2 && text[0] == '0' && (text[1] == 'x' || text[1] == 'X')) {
+    base = 16;
+    text.remove_prefix(2);
+  }
+  unsigned long long magnitude = 0;
+  const auto r = std::from_chars(text.data(), text.data() + text.size(), magnitude, base);
+  if (text.empty() || r.ec == std::errc::invalid_argument || r.ptr != text.data() + text.size())
+    throw ValueError{"expected an integer, got " + describe(n)};
+  if (r.ec == std::errc::result_out_of_range ||
+      magnitude > static_cast<unsigned long long>(INT64_MAX))
+    throw ValueError{"integer out of range: " + describe(n)};
+  const auto v = static_cast<long long>(magnitude);
+  return negative ? -v : v;
 }
 template <>
 int convert<int>(const YAML::Node& n) {
@@ -372,8 +390,8 @@ std::vector<Field> train_fields() {
                     "Adam beta1"),
       field<double>("train.adam_beta2", "float", HC_ACCESS(train.adam_beta2), range(0.0, 0.99999),
                     "Adam beta2"),
-      field<double>("train.adam_eps", "float", HC_ACCESS(train.adam_eps), range(0.0, 1.0),
-                    "Adam epsilon"),
+      field<double>("train.adam_eps", "float", HC_ACCESS(train.adam_eps), range(1e-20, 1.0),
+                    "Adam epsilon (above 0: it keeps the update's division finite)"),
       field<double>("train.weight_decay", "float", HC_ACCESS(train.weight_decay), range(0.0, 1.0),
                     "Adam weight decay"),
       field<double>("train.label_smoothing", "float", HC_ACCESS(train.label_smoothing),
@@ -869,6 +887,17 @@ Config with_overrides(const Config& config, const std::string& origin,
                       const std::vector<std::string>& sets,
                       const std::vector<FlagOverride>& flags) {
   if (sets.empty() && flags.empty()) return config;
+  // model.*, vocab.*, train.*, prune.* and seed describe the weights and how they were made:
+  // changed here they would be ignored, or describe another model than the one loaded.
+  for (const auto& a : sets) {
+    const std::string key = text::trim(a.substr(0, a.find('=')));
+    const bool allowed = key.rfind("decode.", 0) == 0 || key.rfind("threads.", 0) == 0 ||
+                         key.rfind("data.", 0) == 0 || key == "device";
+    HC_CHECK(allowed,
+             "--set {}: the checkpoint's {} says how its weights were made; only decode.*, "
+             "threads.*, data.* and device can be changed for it",
+             a, key);
+  }
   ConfigLoader loader;
   loader.apply_yaml_text(dump_config(config), origin);
   for (const auto& a : sets) loader.apply_set(a);

@@ -1,5 +1,6 @@
 #include "headcount/common/io.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -65,6 +66,10 @@ void require_regular_file(const fs::path& path, const std::string& why) {
            why);
 }
 
+// The most text read_lines holds (lines and their strings): far beyond any corpus a 2-core machine
+// trains on, well before an endless stream exhausts memory.
+constexpr size_t kMaxHeldTextBytes = size_t{4} << 30;
+
 std::vector<std::string> read_lines(const fs::path& path, const ReadOptions& options) {
   // A file named "-" is read as such, not as standard input.
   return read_lines_or_stdin(path.string() == "-" ? "./-" : path.string(), options);
@@ -76,6 +81,7 @@ std::vector<std::string> read_lines_or_stdin(const std::string& path, const Read
   std::vector<std::string> lines;
   std::string line;
   size_t line_no = 1;
+  size_t held = 0;  // bytes of the lines read so far, with each string's own size
   bool any = false;
   auto finish_line = [&] {
     std::string_view view(line);
@@ -85,6 +91,11 @@ std::vector<std::string> read_lines_or_stdin(const std::string& path, const Read
     }
     HC_CHECK(view.find('\0') == std::string_view::npos, "{}:{}: NUL byte in a text file", name,
              line_no);
+    held += view.size() + sizeof(std::string);
+    HC_CHECK(held <= kMaxHeldTextBytes,
+             "{}:{}: more than {} GiB of text held in memory (an endless stream, such as the "
+             "output of `yes`?); headcount reads its text inputs whole: split the file",
+             name, line_no, kMaxHeldTextBytes >> 30);
     lines.emplace_back(view);
     line.clear();
     ++line_no;
@@ -134,9 +145,46 @@ std::string read_file_bounded(const fs::path& path, size_t max_bytes, const std:
   return out;
 }
 
-void write_file_atomic(const fs::path& path, const std::string& content) {
-  const fs::path dir = path.has_parent_path() ? path.parent_path() : fs::path(".");
+namespace {
+
+// An output that is not a regular file (a pipe such as >(...), a FIFO, /dev/stdout, a device) is
+// written through, in place: a rename would put a regular file where its reader never looks.
+void write_through(const fs::path& path, const std::string& content) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  HC_CHECK(fd >= 0, "{}: cannot open for writing: {}", path.string(), std::strerror(errno));
+  size_t done = 0;
+  while (done < content.size()) {
+    const ssize_t n = ::write(fd, content.data() + done, content.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int err = n < 0 ? errno : EIO;
+      ::close(fd);
+      HC_FAIL("{}: write failed: {}", path.string(), std::strerror(err));
+    }
+    done += static_cast<size_t>(n);
+  }
+  HC_CHECK(::close(fd) == 0, "{}: write failed: {}", path.string(), std::strerror(errno));
+}
+
+// Where writing `path` lands: through a symbolic link, the file it names (the link stays).
+fs::path write_target(const fs::path& path) {
   std::error_code ec;
+  if (!fs::is_symlink(fs::symlink_status(path, ec))) return path;
+  const fs::path target = fs::weakly_canonical(path, ec);
+  return ec ? path : target;
+}
+
+}  // namespace
+
+void write_file_atomic(const fs::path& given, const std::string& content) {
+  const fs::path path = write_target(given);
+  std::error_code ec;
+  const auto status = fs::status(path, ec);
+  if (fs::exists(status) && !fs::is_regular_file(status) && !fs::is_directory(status)) {
+    write_through(path, content);
+    return;
+  }
+  const fs::path dir = path.has_parent_path() ? path.parent_path() : fs::path(".");
   fs::create_directories(dir, ec);
   const fs::path tmp = dir / fmt::format(".{}.tmp.{}", path.filename().string(), getpid());
   // Nothing else removes what a killed writer of this file left, outside a run folder.

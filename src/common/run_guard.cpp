@@ -57,6 +57,7 @@ bool process_alive(pid_t pid) {
 
 RunLock RunLock::acquire(const fs::path& dir) {
   std::error_code ec;
+  const bool existed = fs::exists(dir, ec);
   fs::create_directories(dir, ec);
   HC_CHECK(!ec, "cannot create {}: {}", dir.string(), ec.message());
   const fs::path file = dir / kLockFile;
@@ -85,6 +86,7 @@ RunLock RunLock::acquire(const fs::path& dir) {
   }
   RunLock lock;
   lock.fd_ = fd;
+  if (!existed) lock.created_ = dir;
   return lock;
 }
 
@@ -103,21 +105,43 @@ std::optional<pid_t> RunLock::holder(const fs::path& dir) {
   return out;
 }
 
-RunLock::RunLock(RunLock&& other) noexcept : fd_(other.fd_) {
+RunLock::RunLock(RunLock&& other) noexcept : fd_(other.fd_), created_(std::move(other.created_)) {
   other.fd_ = -1;
+  other.created_.clear();
 }
 
 RunLock& RunLock::operator=(RunLock&& other) noexcept {
   if (this != &other) {
-    if (fd_ >= 0) ::close(fd_);
+    release();
     fd_ = other.fd_;
+    created_ = std::move(other.created_);
     other.fd_ = -1;
+    other.created_.clear();
   }
   return *this;
 }
 
 RunLock::~RunLock() {
-  if (fd_ >= 0) ::close(fd_);  // closing the last descriptor releases the flock
+  release();
+}
+
+void RunLock::release() noexcept {
+  if (fd_ < 0) return;
+  // A folder this lock created that holds nothing but the lock: a run that failed before its
+  // first write (a bad input). It goes, as if the command had not been run; removed while the
+  // lock is still held, so no other process is using it.
+  if (!created_.empty()) {
+    std::error_code ec;
+    bool only_lock = true;
+    for (fs::directory_iterator it(created_, ec), end; !ec && it != end; it.increment(ec))
+      only_lock = only_lock && it->path().filename() == kLockFile;
+    if (!ec && only_lock) {
+      fs::remove(created_ / kLockFile, ec);
+      fs::remove(created_, ec);
+    }
+  }
+  ::close(fd_);  // closing the last descriptor releases the flock
+  fd_ = -1;
 }
 
 void append_line(const fs::path& file, const std::string& line) {

@@ -7,6 +7,7 @@
 #include "headcount/common/log.h"
 #include "headcount/common/runtime.h"
 #include "headcount/data/corpus.h"
+#include "headcount/run/checkpoint_files.h"
 
 namespace headcount::decode {
 namespace {
@@ -42,6 +43,7 @@ Translator load_translator(const std::string& checkpoint, const std::vector<std:
                            const std::vector<FlagOverride>& flags) {
   Translator t;
   t.info = run::read_checkpoint_info(checkpoint);
+  run::require_ungated(checkpoint, "translating with it");
   t.info.config = with_overrides(t.info.config, checkpoint + "/config.yaml", sets, flags);
   const Config& c = t.info.config;
   t.device = runtime::resolve_device(c.device);

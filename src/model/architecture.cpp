@@ -1,5 +1,6 @@
 #include "headcount/model/architecture.h"
 
+#include <algorithm>
 #include <numeric>
 
 #include "headcount/common/check.h"
@@ -86,14 +87,28 @@ Architecture Architecture::from_json(const nlohmann::json& j) {
   } catch (const nlohmann::json::exception& e) {
     HC_FAIL("invalid architecture description: {}", e.what());
   }
-  HC_CHECK(a.head_dim > 0, "invalid architecture: head_dim {}", a.head_dim);
+  // The ranges of the config keys they stand for (model.head_dim, model.*_layers, model.heads).
+  HC_CHECK(a.head_dim > 0 && a.head_dim <= 4096,
+           "invalid architecture: head_dim {}, expected 1 to 4096 (model.head_dim's range)",
+           a.head_dim);
   for (auto t : kAttentionTypes) {
-    for (auto h : a.heads(t)) HC_CHECK(h >= 0, "invalid architecture: {} heads", h);
+    HC_CHECK(!a.heads(t).empty() && a.heads(t).size() <= 64,
+             "invalid architecture: {} layers of {}, expected 1 to 64", a.heads(t).size(),
+             attention_name(t));
+    for (auto h : a.heads(t))
+      HC_CHECK(h >= 0 && h <= 256,
+               "invalid architecture: {} heads in a {} layer, expected 0 to 256", h,
+               attention_name(t));
   }
   return a;
 }
 
 void Architecture::check_against(const ModelConfig& m) const {
+  const int64_t config_head_dim = m.head_dim > 0 ? m.head_dim : m.d_model / std::max(m.heads, 1);
+  HC_CHECK(head_dim == config_head_dim,
+           "architecture has heads of width {}, the model config {} (model.head_dim, or "
+           "model.d_model / model.heads)",
+           head_dim, config_head_dim);
   HC_CHECK(static_cast<int>(enc_self.size()) == m.encoder_layers &&
                static_cast<int>(dec_self.size()) == m.decoder_layers &&
                static_cast<int>(enc_dec.size()) == m.decoder_layers,

@@ -8,6 +8,7 @@
 #include "headcount/common/check.h"
 #include "headcount/prune/head_gates.h"
 #include "headcount/run/checkpoint.h"
+#include "headcount/run/checkpoint_files.h"
 #include "headcount/run/run_folder.h"
 
 namespace headcount::prune {
@@ -15,14 +16,14 @@ namespace headcount::prune {
 model::Architecture export_pruned(const fs::path& checkpoint, const fs::path& out) {
   const auto info = run::read_checkpoint_info(checkpoint);
   std::error_code ec;
-  HC_CHECK(fs::exists(checkpoint / "gates.pt", ec),
-           "{} has no gates.pt: not a checkpoint of a prune run", checkpoint.string());
+  const fs::path gates_file = run::CheckpointFolder{checkpoint}.gates();
+  HC_CHECK(fs::exists(gates_file, ec), "{} has no gates.pt: not a checkpoint of a prune run",
+           checkpoint.string());
   HC_CHECK(!fs::exists(out, ec) || fs::is_empty(out, ec),
            "{} exists and is not empty: refusing to overwrite it", out.string());
   auto model = run::load_model(info, torch::kCPU);
   HeadGates gates(model, gated_types(info.config.prune), gate_options(info.config.prune));
-  model::load_weights(*gates, run::load_weights_file(checkpoint / "gates.pt"),
-                      (checkpoint / "gates.pt").string());
+  model::load_weights(*gates, run::load_weights_file(gates_file), gates_file.string());
   const auto values = info.config.prune.target_heads > 0
                           ? top_n_values(*gates, info.config.prune.target_heads)
                           : gates->eval_values();

@@ -18,6 +18,7 @@
 #include "headcount/data/vocab.h"
 #include "headcount/decode/search.h"
 #include "headcount/model/architecture.h"
+#include "headcount/model/parameters.h"
 #include "headcount/prune/head_gates.h"
 #include "headcount/prune/outcome.h"
 #include "headcount/run/checkpoint.h"
@@ -515,12 +516,6 @@ std::map<std::string, torch::Tensor> values_without(const model::Architecture& a
   return values;
 }
 
-int64_t parameter_count(const model::Transformer& m) {
-  int64_t n = 0;
-  for (const auto& t : m->parameters()) n += t.numel();
-  return n;
-}
-
 // One prunable head and its diagonal Fisher.
 struct Head {
   model::AttentionType type;
@@ -613,7 +608,7 @@ void FisherPruning::start() {
   save_config(config_, folder_.config());
   types_ = gated_types(config_.prune);
   before_ = inputs_.model->architecture();
-  params_before_ = parameter_count(inputs_.model);
+  params_before_ = model::parameter_count(*inputs_.model);
   for (size_t i = 0; i < inputs_.dev.size() && i < 500; ++i) {
     src_len_.push_back(static_cast<int64_t>(inputs_.dev[i].src.size()) + 1);
     out_len_.push_back(static_cast<int64_t>(inputs_.dev[i].tgt.size()) + 1);
@@ -977,7 +972,7 @@ PruneOutcome FisherPruning::outcome(const PruneResult& r, double removed_fisher)
   o.architecture_after = r.pruned->architecture();
   o.heads_after = o.architecture_after.summary();
   o.parameters_before = params_before_;
-  o.parameters_after = parameter_count(r.pruned);
+  o.parameters_after = model::parameter_count(*r.pruned);
   o.decode_flops_fraction = decode_flops(o.architecture_after) / decode_flops(before_);
   o.dev_bleu_start = dev_bleu_start_;
   o.dev_bleu_end = dev_bleu_end_;

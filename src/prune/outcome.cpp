@@ -59,7 +59,9 @@ FisherDetails read_fisher_details(const nlohmann::ordered_json& j, const std::st
   f.rearrange = field<bool>(j, "rearrange", file);
   f.layers_rearranged = field<int64_t>(j, "layers_rearranged", file);
   f.reconstruct = field<bool>(j, "reconstruct", file);
-  f.reconstruct_mode = field<std::string>(j, "reconstruct_mode", file);
+  // Records written before the mode was a choice refit in one pass.
+  f.reconstruct_mode =
+      optional_field<std::string>(j, "reconstruct_mode", file).value_or("one_pass");
   f.ridge = field<double>(j, "ridge", file);
   f.layers_refit = field<int64_t>(j, "layers_refit", file);
   const auto s = field<nlohmann::ordered_json>(j, "seconds", file);

@@ -11,7 +11,9 @@
 #include "headcount/common/io.h"
 #include "headcount/common/log.h"
 #include "headcount/common/run_guard.h"
+#include "headcount/model/parameters.h"
 #include "headcount/prune/outcome.h"
+#include "headcount/run/checkpoint_files.h"
 #include "headcount/run/run_folder.h"
 
 namespace headcount::prune {
@@ -202,19 +204,20 @@ void L0Pruning::evaluation_extras(int64_t step, nlohmann::json& record) {
 }
 
 void L0Pruning::save(const fs::path& dir) {
-  run::save_weights(dir / "gates.pt", model::named_weights(*gates_));
+  run::save_weights(run::CheckpointFolder{dir}.gates(), model::named_weights(*gates_));
   nlohmann::json j = {
       {"lambda1", lambda1_}, {"lambda2", lambda2_}, {"attention", config_.prune.attention}};
-  io::write_file_atomic(dir / "prune_state.json", j.dump(2) + "\n");
+  io::write_file_atomic(run::CheckpointFolder{dir}.prune_state(), j.dump(2) + "\n");
 }
 
 void L0Pruning::load(const fs::path& dir) {
   std::error_code ec;
-  HC_CHECK(fs::exists(dir / "gates.pt", ec), "{}: no gates.pt (not a checkpoint of a prune run)",
+  const run::CheckpointFolder ckpt{dir};
+  HC_CHECK(fs::exists(ckpt.gates(), ec), "{}: no gates.pt (not a checkpoint of a prune run)",
            dir.string());
-  model::load_weights(*gates_, run::load_weights_file(dir / "gates.pt"),
-                      (dir / "gates.pt").string());
-  const auto j = nlohmann::json::parse(run::read_checkpoint_file(dir, "prune_state.json"));
+  model::load_weights(*gates_, run::load_weights_file(ckpt.gates()), ckpt.gates().string());
+  const auto j =
+      nlohmann::json::parse(run::read_checkpoint_file(dir, run::CheckpointFolder::kPruneState));
   lambda1_ = j.at("lambda1").get<double>();
   lambda2_ = j.at("lambda2").get<double>();
 }
@@ -249,9 +252,8 @@ void L0Pruning::finish(train::Trainer& trainer) {
   gates_->clear();
   auto pruned = prune_heads(model_, values);
   gates_->apply_values(values);
-  int64_t before = 0, after = 0;
-  for (const auto& p : model_->parameters()) before += p.numel();
-  for (const auto& p : pruned->parameters()) after += p.numel();
+  const int64_t before = model::parameter_count(*model_);
+  const int64_t after = model::parameter_count(*pruned);
   run::save_checkpoint(run::RunFolder{options_.run_dir}.pruned(), pruned, nullptr, trainer.state(),
                        config_, trainer.vocab_files());
   const std::string csv = write_head_removal_log(options_.run_dir);

@@ -13,6 +13,11 @@
 #include <set>
 #include <sstream>
 
+#include "headcount/analysis/compare.h"
+#include "headcount/analysis/head_table.h"
+#include "headcount/analysis/heads_report.h"
+#include "headcount/analysis/relevance_report.h"
+#include "headcount/analysis/syntax.h"
 #include "headcount/common/check.h"
 #include "headcount/common/config.h"
 #include "headcount/common/io.h"
@@ -20,7 +25,10 @@
 #include "headcount/common/plot.h"
 #include "headcount/common/text.h"
 #include "headcount/eval/bleu.h"
+#include "headcount/eval/record.h"
 #include "headcount/eval/significance.h"
+#include "headcount/prune/outcome.h"
+#include "headcount/run/checkpoint_files.h"
 #include "headcount/run/run_folder.h"
 #include "headcount/sweep/sweep.h"
 
@@ -54,6 +62,25 @@ std::optional<std::vector<int64_t>> heads_of(const json& arch) {
   return out;
 }
 
+// Heads kept per attention type.
+std::vector<int64_t> heads_of(const model::Architecture& a) {
+  std::vector<int64_t> out;
+  for (const auto t : model::kAttentionTypes) out.push_back(a.total(t));
+  return out;
+}
+
+// A prune run's pruning.json; nullopt (with a warning) when it cannot be read.
+std::optional<prune::PruneOutcome> read_outcome(const fs::path& run) {
+  std::error_code ec;
+  if (!fs::exists(run::RunFolder{run}.pruning(), ec)) return std::nullopt;
+  try {
+    return prune::read_prune_outcome(run);
+  } catch (const std::exception& e) {
+    log::warn("report: cannot read {}: {}", run::RunFolder{run}.pruning().string(), e.what());
+    return std::nullopt;
+  }
+}
+
 // Best dev BLEU of a training run and the chrF logged with it.
 struct TrainedScore {
   std::optional<double> bleu, chrf;
@@ -75,33 +102,53 @@ TrainedScore trained_score(const fs::path& run) {
   return s;
 }
 
+// An eval-SPLIT.json; nullopt (with a warning) when it cannot be read.
+std::optional<eval::EvalRecord> read_evaluation(const fs::path& cache) {
+  try {
+    return eval::read_eval_record(cache);
+  } catch (const std::exception& e) {
+    log::warn("report: cannot read {}: {}", cache.string(), e.what());
+    return std::nullopt;
+  }
+}
+
 // The scores of an eval-SPLIT.json (`cache`), with the translations beside it (`hyp_file`) where
 // they are there; nullopt with a warning when it has no BLEU against the first reference.
-std::optional<SplitScores> read_eval_scores(const json& evaluation, const fs::path& cache,
-                                            const fs::path& hyp_file) {
+std::optional<SplitScores> read_eval_scores(const eval::EvalRecord& evaluation,
+                                            const fs::path& cache, const fs::path& hyp_file) {
   std::error_code ec;
-  const json* cached = &evaluation;
-  const json scores = cached->value("scores", json::object());
-  auto score = [&](const char* ref, const char* metric) {
-    return scores.contains(ref) && scores[ref].contains(metric) && scores[ref][metric].is_number()
-               ? std::optional<double>(scores[ref][metric].get<double>())
-               : std::nullopt;
-  };
+  const auto* ref1 = evaluation.score("ref1");
+  const auto* all_refs = evaluation.score("all_refs");
   SplitScores s;
-  s.bleu = score("ref1", "bleu");
-  s.bleu_all_refs = score("all_refs", "bleu");
-  s.chrf = score("ref1", "chrf");
-  s.chrf_all_refs = score("all_refs", "chrf");
-  s.sentences_per_s = cached->value("sentences_per_s", 0.0);
+  if (ref1) {
+    s.bleu = ref1->bleu;
+    s.chrf = ref1->chrf;
+  }
+  if (all_refs) {
+    s.bleu_all_refs = all_refs->bleu;
+    s.chrf_all_refs = all_refs->chrf;
+  }
+  s.sentences_per_s = evaluation.sentences_per_s;
   if (fs::exists(hyp_file, ec)) s.hyp_file = hyp_file;
-  if (cached->contains("ref_files") && (*cached)["ref_files"].is_array() &&
-      !(*cached)["ref_files"].empty() && (*cached)["ref_files"][0].is_string())
-    s.ref_file = (*cached)["ref_files"][0].get<std::string>();
+  if (!evaluation.ref_files.empty()) s.ref_file = evaluation.ref_files.front();
   if (!s.bleu) {
     log::warn("report: {} has no scores.ref1.bleu", cache.string());
     return std::nullopt;
   }
   return s;
+}
+
+// Whether a reference file the cached evaluation was scored against changed after it (edited or
+// replaced): its scores would be another reference's.
+bool references_changed(const fs::path& cache, const eval::EvalRecord& cached) {
+  std::error_code ec;
+  const auto written = fs::last_write_time(cache, ec);
+  for (const auto& r : cached.ref_files) {
+    std::error_code ec2;
+    const auto changed = fs::last_write_time(r, ec2);
+    if (!ec && !ec2 && changed > written) return true;
+  }
+  return false;
 }
 
 // Evaluates `checkpoint` on `split` through `headcount eval`, cached in run/eval-SPLIT.json (fresh
@@ -113,15 +160,17 @@ std::optional<SplitScores> split_score(const ReportOptions& o, const std::string
   const fs::path cache = run / fmt::format("eval-{}.json", split);
   const fs::path log_file = run / fmt::format("eval-{}.log", split);
   const fs::path hyp_file = run / fmt::format("eval-{}.hyp.txt", split);
-  auto cached = read_json(cache);
-  const bool here = fs::exists(checkpoint / "model.pt", ec);
+  auto cached = read_evaluation(cache);
+  const bool here = fs::exists(run::CheckpointFolder{checkpoint}.weights(), ec);
   if (!here && !cached) return std::nullopt;
   if (!here)
     log::info("report: {} is not here; its recorded {} evaluation ({}) stands", checkpoint.string(),
               split, cache.string());
   const bool fresh =
-      !here || (cached && cached->value("checkpoint", "") == checkpoint.string() &&
-                fs::last_write_time(cache, ec) >= fs::last_write_time(checkpoint / "model.pt"));
+      !here || (cached && cached->checkpoint == checkpoint.string() &&
+                fs::last_write_time(cache, ec) >=
+                    fs::last_write_time(run::CheckpointFolder{checkpoint}.weights()) &&
+                !references_changed(cache, *cached));
   if (!fresh) {
     log::info("report: evaluating {} on {}", checkpoint.string(), split);
     const int code = run_command(o.executable,
@@ -133,7 +182,7 @@ std::optional<SplitScores> split_score(const ReportOptions& o, const std::string
                 log_file.string());
       return std::nullopt;
     }
-    cached = read_json(cache);
+    cached = read_evaluation(cache);
     if (!cached) return std::nullopt;
   }
   return read_eval_scores(*cached, cache, hyp_file);
@@ -225,8 +274,8 @@ std::optional<RemovalGrid> removal_grid(const fs::path& run) {
     for (const auto& r : rows) w = std::max(w, r.size());
     for (auto& r : rows) r.resize(w, std::nan(""));
   }
-  if (const auto p = read_json(run::RunFolder{run}.pruning()))
-    g.last_step = std::max(g.last_step, p->value("steps", 0.0));
+  if (const auto p = read_outcome(run))
+    g.last_step = std::max(g.last_step, static_cast<double>(p->steps));
   return g;
 }
 
@@ -319,40 +368,49 @@ struct CompareFigures {
   std::optional<double> rho_importance, rho_confidence, bleu_full, bleu_l0_masked,
       bleu_importance_masked;
 };
+// An analysis record through its reader; nullopt (with a warning) when it cannot be read, and
+// quietly when it is not there.
+template <typename F>
+auto read_record(const fs::path& file, F read) -> std::optional<decltype(read(file))> {
+  std::error_code ec;
+  if (!fs::exists(file, ec)) return std::nullopt;
+  try {
+    return read(file);
+  } catch (const std::exception& e) {
+    log::warn("report: cannot read {}: {}", file.string(), e.what());
+    return std::nullopt;
+  }
+}
+
 CompareFigures read_compare(const fs::path& adir) {
-  const auto c = read_json(run::RunFolder{adir}.compare());
-  auto val = [&](const char* key) {
-    return c && c->contains(key) && (*c)[key].is_number()
-               ? std::optional<double>((*c)[key].get<double>())
-               : std::nullopt;
-  };
   CompareFigures f;
-  f.rho_importance = val("spearman_importance_vs_removal_step");
-  f.rho_confidence = val("spearman_confidence_vs_removal_step");
-  f.bleu_full = val("bleu_full");
-  f.bleu_l0_masked = val("bleu_l0_heads_masked_no_finetuning");
-  f.bleu_importance_masked = val("bleu_michel_same_counts_masked_no_finetuning");
+  const auto c = read_record(run::RunFolder{adir}.compare(), analysis::read_compare_record);
+  if (!c) return f;
+  // The record reads a null figure as NaN.
+  auto val = [](double x) { return std::isnan(x) ? std::nullopt : std::optional<double>(x); };
+  f.rho_importance = val(c->spearman_importance);
+  f.rho_confidence = val(c->spearman_confidence);
+  f.bleu_full = val(c->bleu_full);
+  f.bleu_l0_masked = val(c->bleu_l0_masked);
+  f.bleu_importance_masked = val(c->bleu_michel_masked);
   return f;
 }
 
 // Spearman's correlation of LRP relevance with the removal order (relevance.json).
 std::optional<double> read_relevance_rho(const fs::path& adir) {
-  std::optional<double> rho_lrp;
-  if (const auto rj = read_json(adir / "relevance.json");
-      rj && rj->contains("spearman_relevance_vs_removal_step") &&
-      (*rj)["spearman_relevance_vs_removal_step"]["all"].is_number())
-    rho_lrp = (*rj)["spearman_relevance_vs_removal_step"]["all"].get<double>();
-  return rho_lrp;
+  const auto r =
+      read_record(analysis::AnalysisFolder{adir}.relevance(), analysis::read_relevance_record);
+  return r ? r->vs_removal_step.all : std::nullopt;
 }
 
-// The kept heads per function (heads.csv of `analyze heads`: functions joined by '+' last).
+// The kept heads per function (heads.csv of `analyze heads`).
 std::map<std::string, int> read_head_functions(const fs::path& adir) {
   std::map<std::string, int> functions;
-  if (fs::exists(adir / "heads.csv")) {
-    const auto lines = io::read_lines(adir / "heads.csv");
-    for (size_t i = 1; i < lines.size(); ++i)
-      for (const auto& f : text::split(text::split(lines[i], ',').back(), '+')) ++functions[f];
-  }
+  const fs::path file = analysis::AnalysisFolder{adir}.heads();
+  std::error_code ec;
+  if (!fs::exists(file, ec)) return functions;
+  for (const auto& row : analysis::read_head_functions(file))
+    for (const auto& f : row) ++functions[f];
   return functions;
 }
 
@@ -363,6 +421,16 @@ struct RunAnalysis {
   CompareFigures compare;
   int64_t kept = 0;  // heads kept (with ReportRow::heads)
 };
+
+// One `headcount analyze` of the report; a failure is an error naming its log (a report without
+// the analysis it was asked for, or with a part of it, would read as complete).
+void run_analysis(const ReportOptions& o, const std::vector<std::string>& args,
+                  const fs::path& adir) {
+  const fs::path log_file = adir / "analyze.log";
+  const int code = run_command(o.executable, args, log_file);
+  HC_CHECK(code == 0, "report: `headcount {} {}` failed (exit status {}): see {}", args.at(0),
+           args.at(1), code, log_file.string());
+}
 
 // Runs the analyses of one finished prune run that its folder does not hold yet (cached per split:
 // RUN/analysis for dev, RUN/analysis-test); returns that folder.
@@ -377,23 +445,23 @@ fs::path run_analyses(const ReportOptions& o, const ReportRow& row, const fs::pa
         "--split", split,        "--sentences",  n,
         "--out",   adir.string()};
     if (!o.conllu.empty()) args.insert(args.end(), {"--conllu", fs::absolute(o.conllu).string()});
-    run_command(o.executable, args, adir / "analyze.log");
+    run_analysis(o, args, adir);
   }
   if (!fs::exists(run::RunFolder{adir}.compare())) {
     const auto init = load_config_file(run::RunFolder{run}.config()).prune.init_from;
     log::info("report: comparing {} with importance pruning of {}", row.name, init);
-    run_command(o.executable,
-                {"analyze", "compare", "--checkpoint", init, "--run", run.string(), "--split",
-                 split, "--sentences", n, "--out", adir.string()},
-                adir / "analyze.log");
+    run_analysis(o,
+                 {"analyze", "compare", "--checkpoint", init, "--run", run.string(), "--split",
+                  split, "--sentences", n, "--out", adir.string()},
+                 adir);
   }
   if (!fs::exists(adir / "relevance.json")) {
     const auto init = load_config_file(run::RunFolder{run}.config()).prune.init_from;
     log::info("report: LRP head relevance of {} against {}'s removal order", init, row.name);
-    run_command(o.executable,
-                {"analyze", "relevance", "--checkpoint", init, "--run", run.string(), "--split",
-                 split, "--sentences", n, "--out", adir.string()},
-                adir / "analyze.log");
+    run_analysis(o,
+                 {"analyze", "relevance", "--checkpoint", init, "--run", run.string(), "--split",
+                  split, "--sentences", n, "--out", adir.string()},
+                 adir);
   }
   return adir;
 }
@@ -538,7 +606,7 @@ std::optional<double> add_baseline_row(const ReportOptions& o, const json& manif
   b.state = s.finished ? "done" : (s.bleu ? "training" : "missing");
   fs::path ckpt = run::RunFolder{run}.best();
   if (!fs::exists(ckpt)) ckpt = run;  // the baseline given as a checkpoint folder
-  if (const auto a = read_json(ckpt / "architecture.json")) b.heads = heads_of(*a);
+  if (const auto a = read_json(run::CheckpointFolder{ckpt}.architecture())) b.heads = heads_of(*a);
   if (r.splits.empty()) {
     b.bleu = s.bleu;
     b.chrf = s.chrf;
@@ -552,15 +620,14 @@ std::optional<double> add_baseline_row(const ReportOptions& o, const json& manif
 }
 
 // A prune run's row from its pruning.json (and the baseline's parameter count, where missing).
-void score_prune_run(const ReportOptions& o, const json& pr, const fs::path& run, Report& r,
-                     ReportRow& row) {
-  if (pr.contains("heads_after")) row.heads = heads_of(pr["heads_after"]);
-  if (pr.contains("parameters_after")) row.parameters = pr["parameters_after"];
-  if (!r.rows.empty() && r.rows[0].name == "baseline" && !r.rows[0].parameters &&
-      pr.contains("parameters_before"))
-    r.rows[0].parameters = pr["parameters_before"].get<int64_t>();
+void score_prune_run(const ReportOptions& o, const prune::PruneOutcome& pr, const fs::path& run,
+                     Report& r, ReportRow& row) {
+  row.heads = heads_of(pr.architecture_after);
+  row.parameters = pr.parameters_after;
+  if (!r.rows.empty() && r.rows[0].name == "baseline" && !r.rows[0].parameters)
+    r.rows[0].parameters = pr.parameters_before;
   if (r.splits.empty()) {
-    row.bleu = pr.value("dev_bleu_end", 0.0);
+    row.bleu = pr.dev_bleu_end;
     for (const auto& e : run::read_jsonl(run::RunFolder{run}.metrics()))
       if (e.value("event", "") == "final" && e.contains("dev_chrf"))
         row.chrf = e["dev_chrf"].get<double>();
@@ -578,7 +645,7 @@ void score_train_run(const ReportOptions& o, const fs::path& run, const Report& 
   } else {
     row.scores = split_scores(o, r.splits, run::RunFolder{run}.best(), run);
   }
-  if (const auto a = read_json(run::RunFolder{run}.best() / "architecture.json"))
+  if (const auto a = read_json(run::CheckpointFolder{run::RunFolder{run}.best()}.architecture()))
     row.heads = heads_of(*a);
 }
 
@@ -608,7 +675,7 @@ ReportRow point_row(const ReportOptions& o, const json& manifest, const json& p,
   for (const auto& [k, v] : p["values"].items()) row.values.emplace_back(k, v.get<std::string>());
   const fs::path run = o.dir / row.name;
   row.state = state_name(run_state(run));
-  if (const auto pr = read_json(run::RunFolder{run}.pruning()))
+  if (const auto pr = read_outcome(run))
     score_prune_run(o, *pr, run, r, row);
   else if (manifest.value("command", "") == "train")
     score_train_run(o, run, r, row);
@@ -1039,6 +1106,12 @@ std::string heads_summary(const std::vector<int64_t>& heads) {
 }
 
 Report write_report(const ReportOptions& o) {
+  // The parses are checked before any run is analysed (minutes each), and a bad file is an error
+  // here rather than a syntactic count of 0 there.
+  if (o.analysis_sentences > 0 && !o.conllu.empty()) {
+    HC_CHECK(!analysis::read_conllu(o.conllu).empty(), "{}: no sentence in the CoNLL-U file",
+             o.conllu.string());
+  }
   json manifest = read_manifest(o);
   Report r;
   r.splits = requested_splits(o);

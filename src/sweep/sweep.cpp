@@ -30,6 +30,7 @@
 #include "headcount/common/runtime.h"
 #include "headcount/common/signals.h"
 #include "headcount/common/text.h"
+#include "headcount/prune/outcome.h"
 #include "headcount/run/run_folder.h"
 
 namespace headcount::sweep {
@@ -308,6 +309,9 @@ struct WrittenPoints {
 };
 
 // The grid's combinations, the last axis varying fastest.
+// More runs than any machine finishes (a run takes minutes at the least).
+constexpr size_t kMaxSweepRuns = 10000;
+
 void add_grid_points(const YAML::Node& grid, SweepSpec& spec, WrittenPoints& out) {
   const fs::path& file = spec.file;
   HC_CHECK(grid.IsMap(), "{}: grid: expected a map of config keys to lists of values",
@@ -322,6 +326,15 @@ void add_grid_points(const YAML::Node& grid, SweepSpec& spec, WrittenPoints& out
     for (const auto& v : kv.second) values.push_back(yaml_text(v));
     axes.emplace_back(key, values);
     spec.axes.push_back(key);
+  }
+  // Counted before anything is expanded: a few short lists multiply into millions of runs.
+  size_t runs = 1;
+  for (const auto& [key, values] : axes) {
+    runs *= values.size();
+    HC_CHECK(runs <= kMaxSweepRuns,
+             "{}: grid: more than {} runs (the product of the lists' lengths, up to {}); split "
+             "the sweep, or list its runs under 'runs'",
+             where(file, grid), kMaxSweepRuns, key);
   }
   std::vector<size_t> index(axes.size(), 0);
   while (true) {
@@ -596,14 +609,9 @@ const char* state_name(RunState s) {
 
 bool nothing_pruned(const fs::path& prune_run) {
   std::error_code ec;
-  const fs::path file = run::RunFolder{prune_run}.pruning();
-  if (!fs::exists(file, ec)) return false;
-  try {
-    const auto j = nlohmann::json::parse(io::read_file(file));
-    return j.at("heads_before_e_d_de") == j.at("heads_after_e_d_de");
-  } catch (const std::exception& e) {
-    HC_FAIL("{}: not a pruning summary ({})", file.string(), e.what());
-  }
+  if (!fs::exists(run::RunFolder{prune_run}.pruning(), ec)) return false;
+  const auto outcome = prune::read_prune_outcome(prune_run);  // errors name the file and key
+  return outcome.heads_before == outcome.heads_after;
 }
 
 RunState run_state(const fs::path& dir) {
@@ -623,10 +631,8 @@ RunState run_state(const fs::path& dir) {
 
 std::optional<double> run_bleu(const fs::path& dir) {
   std::error_code ec;
-  if (fs::exists(run::RunFolder{dir}.pruning(), ec)) {
-    const auto j = nlohmann::json::parse(io::read_file(run::RunFolder{dir}.pruning()));
-    if (j.contains("dev_bleu_end")) return j["dev_bleu_end"].get<double>();
-  }
+  if (fs::exists(run::RunFolder{dir}.pruning(), ec))
+    return prune::read_prune_outcome(dir).dev_bleu_end;
   std::optional<double> best;
   for (const auto& j : run::read_jsonl(run::RunFolder{dir}.metrics())) {
     if (!j.contains("dev_bleu")) continue;

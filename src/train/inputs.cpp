@@ -6,10 +6,12 @@
 #include "headcount/common/log.h"
 #include "headcount/common/runtime.h"
 #include "headcount/decode/search.h"
+#include "headcount/decode/translate.h"
 #include "headcount/eval/bleu.h"
 #include "headcount/eval/chrf.h"
 #include "headcount/model/loss.h"
 #include "headcount/run/checkpoint.h"
+#include "headcount/run/checkpoint_files.h"
 
 namespace headcount::train {
 namespace {
@@ -96,8 +98,8 @@ model::Transformer build_model(const Config& config, const TrainOptions& options
   }
   auto model = model::Transformer(config.model, arch, in.src_vocab->size(), in.tgt_vocab->size());
   if (start) {
-    model::load_weights(*model, run::load_weights_file(start->dir / "model.pt"),
-                        (start->dir / "model.pt").string());
+    model::load_weights(*model, run::load_weights_file(run::CheckpointFolder{start->dir}.weights()),
+                        run::CheckpointFolder{start->dir}.weights().string());
     log::info("initialised from {} (step {}, heads {})", start->dir.string(), start->state.step,
               arch.summary());
   }
@@ -144,15 +146,12 @@ void dev_scores(model::Transformer& model, const TrainingInputs& in, const Confi
   }
   auto options = decode::SearchOptions::from(config.decode);
   options.beam = config.train.eval_beam;
-  const auto outputs =
-      decode::translate_ids(model, sources, options, config.decode.batch_size, in.device);
-  std::vector<std::string> hyps;
-  for (const auto& ids : outputs)
-    hyps.push_back(in.tgt_vocab->decode(std::vector<int>(ids.begin(), ids.end())));
-  const eval::Bleu bleu;
-  r.bleu = bleu.corpus_score(hyps, {refs}).score;
-  r.bleu_signature = bleu.signature(1);
-  r.chrf = eval::Chrf().corpus_score(hyps, {refs}).score;
+  const auto tr = decode::translate_and_score(model, *in.tgt_vocab, sources, options,
+                                              config.decode.batch_size, in.device, {refs});
+  const eval::ReferenceScores& s = tr.scores.at(0);
+  r.bleu = *s.bleu;
+  r.bleu_signature = s.bleu_signature;
+  r.chrf = *s.chrf;
   r.sentences = static_cast<int64_t>(n);
 }
 

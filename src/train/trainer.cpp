@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <fstream>
@@ -17,6 +18,8 @@
 #include "headcount/common/runtime.h"
 #include "headcount/common/signals.h"
 #include "headcount/model/loss.h"
+#include "headcount/model/parameters.h"
+#include "headcount/run/checkpoint_files.h"
 #include "headcount/run/run_folder.h"
 #include "headcount/train/schedule.h"
 
@@ -98,7 +101,7 @@ void Trainer::save(const fs::path& dir) {
 }
 
 void Trainer::check_same_inputs(const run::CheckpointInfo& info) const {
-  const fs::path meta = info.dir / "meta.json";
+  const fs::path meta = run::CheckpointFolder{info.dir}.meta();
   if (info.corpus_xxh64.empty())
     log::debug(
         "{}: records no training-corpus hashes (written before checkpoints recorded them): not "
@@ -140,7 +143,7 @@ void Trainer::check_same_inputs(const run::CheckpointInfo& info) const {
             ? fmt::format(
                   "the cache entry was replaced: remove {} to have it trained again from "
                   "the same corpus and options (the same bytes), or copy {} there",
-                  cache.string(), (info.dir / "vocab" / name).string())
+                  cache.string(), run::CheckpointFolder{info.dir}.vocab(name).string())
             : "a new vocabulary was trained: the training files or the vocab.* options differ "
               "from the run's; restore them, or start a new run with another --out";
     HC_FAIL(
@@ -156,21 +159,21 @@ void Trainer::check_step_checkpoints() const {
     HC_CHECK(n <= state_.step,
              "{}: a checkpoint of step {}, later than the step of {} ({}): a damaged or edited "
              "run folder; restore {} from a copy",
-             f.step_checkpoint(n).string(), n, (f.last() / "state.json").string(), state_.step,
-             f.last().string());
+             f.step_checkpoint(n).string(), n, run::CheckpointFolder{f.last()}.state().string(),
+             state_.step, f.last().string());
   }
 }
 
 void Trainer::check_best_checkpoint() const {
   const run::RunFolder f = folder();
-  const fs::path last_state = f.last() / "state.json";
+  const fs::path last_state = run::CheckpointFolder{f.last()}.state();
   std::error_code ec;
   if (fs::exists(f.best(), ec)) {
     const auto best = run::read_checkpoint_info(f.best());
     HC_CHECK(best.state.step == state_.best_step,
              "{}: 'step' is {}, but {} records the best evaluation at step {}: a damaged or "
              "edited checkpoint; restore it from a copy (or remove {} to resume without it)",
-             (f.best() / "state.json").string(), best.state.step, last_state.string(),
+             run::CheckpointFolder{f.best()}.state().string(), best.state.step, last_state.string(),
              state_.best_step, f.best().string());
   }
 }
@@ -182,7 +185,7 @@ void Trainer::check_batch_position(const run::CheckpointInfo& info) const {
   HC_CHECK(info.config.train.max_tokens != config_.train.max_tokens,
            "{}: 'batch_in_epoch' is {}, but an epoch of this run has {} batches: a damaged or "
            "edited checkpoint; restore it from a copy",
-           (info.dir / "state.json").string(), state_.batch_in_epoch, batches);
+           run::CheckpointFolder{info.dir}.state().string(), state_.batch_in_epoch, batches);
   log::info(
       "train.max_tokens changed: the resumed epoch's batches differ; starting the next epoch");
 }
@@ -193,11 +196,11 @@ void Trainer::resume_from(const fs::path& dir) {
   HC_CHECK(info.architecture == inputs_.model->architecture(),
            "{}: the checkpoint's architecture ({}) differs from the run's ({})", dir.string(),
            info.architecture.summary(), inputs_.model->architecture().summary());
-  model::load_weights(*inputs_.model, run::load_weights_file(dir / "model.pt"),
-                      (dir / "model.pt").string());
+  model::load_weights(*inputs_.model, run::load_weights_file(run::CheckpointFolder{dir}.weights()),
+                      run::CheckpointFolder{dir}.weights().string());
   if (extension_) extension_->load(dir);
   run::load_optimizer(*optimizer_, dir);
-  run::load_rng_state(dir / "rng.pt");
+  run::load_rng_state(run::CheckpointFolder{dir}.rng());
   state_ = info.state;
   check_batch_position(info);
   // Events logged after this checkpoint belong to the interrupted session: drop them.
@@ -225,9 +228,11 @@ namespace {
 // The step a checkpoint folder holds; -1 when it is missing or unreadable.
 int64_t checkpoint_step(const fs::path& dir) {
   std::error_code ec;
-  if (!fs::exists(dir / "state.json", ec)) return -1;
+  if (!fs::exists(run::CheckpointFolder{dir}.state(), ec)) return -1;
   try {
-    return nlohmann::json::parse(io::read_file(dir / "state.json")).at("step").get<int64_t>();
+    return nlohmann::json::parse(io::read_file(run::CheckpointFolder{dir}.state()))
+        .at("step")
+        .get<int64_t>();
   } catch (const std::exception&) {
     return -1;
   }
@@ -441,8 +446,7 @@ void Trainer::start_or_resume() {
 }
 
 void Trainer::log_run_start() {
-  int64_t n_params = 0;
-  for (const auto& p : inputs_.model->parameters()) n_params += p.numel();
+  const int64_t n_params = model::parameter_count(*inputs_.model);
   int64_t epoch_tokens = 0;
   for (const auto& e : inputs_.train) epoch_tokens += static_cast<int64_t>(e.tgt.size()) + 1;
   log::info(
@@ -475,8 +479,19 @@ Trainer::StepStats Trainer::train_step() {
   optimizer_->zero_grad();
   accumulate_batches(s);
   synchronise_stats(s);
+  check_finite("training loss", s.loss);
   if (s.tokens > 0) apply_update(s);
   return s;
+}
+
+void Trainer::check_finite(const char* what, double value) const {
+  // A diverged run: every later step, evaluation and checkpoint (`best` included) would hold
+  // NaN weights. It stops before saving anything, its checkpoints as they were.
+  HC_CHECK(std::isfinite(value),
+           "step {}: the {} is {}: training diverged. The run stops with its checkpoints as they "
+           "were; resume it with a lower train.lr (or a longer train.warmup_steps, or "
+           "train.precision=fp32; train.* keys may change on resume), or start again",
+           state_.step + 1, what, value);
 }
 
 void Trainer::accumulate_batches(StepStats& s) {
@@ -552,6 +567,7 @@ void Trainer::apply_update(StepStats& s) {
 
 void Trainer::evaluate_and_checkpoint(Progress& progress) {
   const auto r = evaluate();
+  check_finite("dev loss", r.loss);
   const double score = config_.train.best_metric == BestMetric::kBleu ? r.bleu : -r.loss;
   const bool improved = state_.best_step < 0 || score > state_.best_score;
   if (improved) {

@@ -21,7 +21,9 @@ namespace fs = std::filesystem;
 
 // An exclusive lock on a run folder: a `.lock` file in it, held with flock(2) for the life of the
 // object, so the kernel releases it when the process dies (even by SIGKILL); the file records the
-// holder's PID and command for the error message of a second writer. Not copyable; movable.
+// holder's PID and command for the error message of a second writer. A folder the lock created
+// and that holds nothing else when it is released (a run that failed before writing) is removed.
+// Not copyable; movable.
 class RunLock {
  public:
   // Takes the lock, creating the folder if needed. A folder locked by another process is an
@@ -38,7 +40,9 @@ class RunLock {
   bool held() const { return fd_ >= 0; }
 
  private:
+  void release() noexcept;
   int fd_ = -1;
+  fs::path created_;  // the folder, when acquire created it
 };
 
 // Appends one line (plus '\n') to an event log; a failed write (disk full) is an error naming the

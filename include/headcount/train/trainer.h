@@ -114,6 +114,8 @@ class Trainer {
   void check_best_checkpoint() const;
   // The epoch position of a resumed state against the batches of this run's epoch.
   void check_batch_position(const run::CheckpointInfo& info) const;
+  // An error when a loss is NaN or infinite (a diverged run), before anything is saved.
+  void check_finite(const char* what, double value) const;
   // Makes `best` and `step-N` agree with `last` (written first by every save): after a save of an
   // evaluation, and on resume, where a kill between the writes left them behind.
   void sync_checkpoint_set(bool evaluated);
