@@ -390,6 +390,21 @@ TEST(Analyzer, CompareWithImportanceFollowsTheRemovalLog) {
   const auto michel_info = run::read_checkpoint_info(c.out / "michel-pruned");
   for (auto t : {AttentionType::kEncSelf, AttentionType::kDecSelf, AttentionType::kEncDec})
     EXPECT_EQ(michel_info.architecture.total(t), 1) << model::attention_name(t);
+
+  // A run that started from another checkpoint here: its removal order is of that model's heads,
+  // which the analysis says.
+  fs::create_directories(dir / "other");
+  io::write_file_atomic(
+      run::RunFolder{run_dir}.config(),
+      fmt::format("prune:\n  method: fisher\n  target_heads: 3\n  init_from: {}\n",
+                  (dir / "other").string()));
+  ::testing::internal::CaptureStderr();
+  read_removal_order(run_dir, heads, ckpt.string());
+  const std::string warned = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(warned.find("started from " + (dir / "other").string() +
+                        " (its prune.init_from), not from " + ckpt.string()),
+            std::string::npos)
+      << warned;
 }
 
 // Heads as aligners against given gold links, through the library and the command.

@@ -224,6 +224,58 @@ TEST(PruneRun, TargetModeEndsWithExactlyTheRequestedHeads) {
   EXPECT_DOUBLE_EQ(evals.back()["target_now"].get<double>(), 5.0);
 }
 
+TEST(PruneRun, RecoveryTrainsTheWeightsUnderTheFixedFinalMask) {
+  TempDir dir;
+  Config c = baseline(dir);
+  c.prune.target_heads = 5;
+  c.prune.target_warmup_steps = 20;
+  c.prune.lagrangian_lr = 0.5;
+  c.prune.recovery_steps = 20;  // steps 40-60 of 60
+  c.train.keep_last = 10;
+  c.train.save_every = 0;
+  run_prune(c, dir / "r");
+  // Exactly the target, the same mask in the export as in every evaluation of the recovery.
+  const auto info = run::read_checkpoint_info(dir / "r" / "pruned");
+  EXPECT_EQ(info.architecture.total(), 5);
+  const auto snapshots = run::read_gates(dir / "r" / "gates.jsonl");
+  std::vector<const run::GateSnapshot*> fixed;
+  for (const auto& g : snapshots)
+    if (g.step >= 40) fixed.push_back(&g);
+  ASSERT_GE(fixed.size(), 2u);
+  for (const auto* g : fixed) {
+    ASSERT_EQ(g->heads.size(), fixed.front()->heads.size());
+    int kept = 0;
+    for (size_t h = 0; h < g->heads.size(); ++h) {
+      // The gates did not move: neither their values nor their P_open.
+      EXPECT_EQ(g->heads[h].gate, fixed.front()->heads[h].gate) << g->step;
+      EXPECT_EQ(g->heads[h].p_open, fixed.front()->heads[h].p_open) << g->step;
+      kept += g->heads[h].gate > 0;
+    }
+    EXPECT_EQ(kept, 5) << g->step;
+  }
+  for (const auto& e : events(dir / "r", "eval"))
+    EXPECT_EQ(e.value("mask_fixed", false), e["step"].get<int64_t>() >= 40) << e.dump();
+  // The weights kept training under the mask: the final model is not the one of step 40.
+  const auto at_fix = run::load_model(
+      run::read_checkpoint_info(dir / "r" / "checkpoints" / "step-40"), torch::kCPU);
+  const auto last =
+      run::load_model(run::read_checkpoint_info(dir / "r" / "checkpoints" / "last"), torch::kCPU);
+  EXPECT_FALSE(
+      torch::equal(at_fix->encoder_layers[0]->fc1->weight, last->encoder_layers[0]->fc1->weight));
+  // The pruned model computes what the run evaluated last: its final dev BLEU.
+  const auto final_event = events(dir / "r", "final").back();
+  EXPECT_EQ(pruning_summary(dir / "r")["dev_bleu_end"], final_event["dev_bleu"]);
+  // Recovery needs gated steps before it.
+  Config bad = c;
+  bad.prune.recovery_steps = 60;
+  const std::string e = testing::error_of([&] {
+    ConfigLoader l;
+    l.apply_yaml_text(dump_config(bad), "bad");
+    l.finish();
+  });
+  EXPECT_NE(e.find("prune.recovery_steps (60, from bad"), std::string::npos) << e;
+}
+
 TEST(PruneRun, GatedModelInEvalModeEqualsThePrunedCheckpoint) {
   TempDir dir;
   Config c = baseline(dir);

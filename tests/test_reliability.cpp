@@ -186,6 +186,16 @@ TEST(Reliability, PruneKilledInEveryWindowOfASaveEndsAsAnUninterruptedRun) {
   c.train.max_steps = 20;
   save_config(c, dir / "prune.yaml");
   kill_at_every_window_and_resume(dir, "prune", dir / "prune.yaml");
+  // Target mode with a recovery phase: a kill before, at or after the mask was fixed resumes to
+  // the same mask and the same weights.
+  c.prune.lambda = 0.05;
+  c.prune.target_heads = 5;
+  c.prune.target_warmup_steps = 6;
+  c.prune.lagrangian_lr = 0.5;
+  c.prune.recovery_steps = 8;
+  save_config(c, dir / "recovery.yaml");
+  const TempDir rec;
+  kill_at_every_window_and_resume(rec, "prune", dir / "recovery.yaml");
 }
 
 // A kill after `last` but before `best`: the resumed run repairs `best` (and step-N) from `last`

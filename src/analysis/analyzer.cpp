@@ -357,6 +357,18 @@ SyntaxResult Analyzer::syntax(const std::vector<DepSentence>& parses) {
 
 RemovalOrder read_removal_order(const fs::path& run, const std::vector<HeadId>& heads,
                                 const std::string& checkpoint) {
+  // The removal order is of the heads of the model the run started from. Its prune.init_from is a
+  // path of the machine and folder it ran in: where it names a checkpoint here, it must be this
+  // one.
+  std::error_code ec;
+  const fs::path config = run::RunFolder{run}.config();
+  const std::string init =
+      fs::exists(config, ec) ? load_config_file(config).prune.init_from : std::string();
+  if (!init.empty() && fs::is_directory(init, ec) && !fs::equivalent(init, checkpoint, ec))
+    log::warn(
+        "{} started from {} (its prune.init_from), not from {}: its removal order is of that "
+        "model's heads; the analysis pairs it with these",
+        run.string(), init, checkpoint);
   std::map<std::tuple<int, int64_t, int64_t>, size_t> index;
   for (size_t i = 0; i < heads.size(); ++i)
     index[{static_cast<int>(heads[i].type), heads[i].layer, heads[i].head}] = i;

@@ -482,6 +482,9 @@ std::vector<Field> prune_gate_fields() {
       field<double>("prune.lagrangian_lr", "float", HC_ACCESS(prune.lagrangian_lr),
                     range(0.0, 100.0),
                     "learning rate of the Lagrange multipliers (gradient ascent)"),
+      field<int>("prune.recovery_steps", "int", HC_ACCESS(prune.recovery_steps),
+                 range(0, INT32_MAX),
+                 "the last N of train.max_steps train with the final mask fixed (0 = off)"),
       field<double>("prune.gate_lr", "float", HC_ACCESS(prune.gate_lr), range(0.0, 100.0),
                     "Adam learning rate of the gates (constant)"),
       field<double>("prune.temperature", "float", HC_ACCESS(prune.temperature), range(1e-3, 100.0),
@@ -830,6 +833,12 @@ Config ConfigLoader::finish() const {
              "budgets of prune.method fisher, but prune.method is {} (from {})",
              choice_name(p.method), origin("prune.method"));
   }
+  HC_CHECK(p.recovery_steps == 0 ||
+               (p.method == PruneMethod::kL0 && p.recovery_steps < c.train.max_steps),
+           "prune.recovery_steps ({}, from {}) must be below train.max_steps ({}, from {}): the "
+           "gates train in the steps before it (and it is a setting of prune.method l0)",
+           p.recovery_steps, origin("prune.recovery_steps"), c.train.max_steps,
+           origin("train.max_steps"));
   return c;
 }
 

@@ -47,6 +47,24 @@ L0Pruning::L0Pruning(const Config& config, const train::TrainOptions& options)
   for (double s : p.lambda_steps) schedule_.steps.push_back(static_cast<int64_t>(s));
   schedule_.values = p.lambda_values;
   schedule_.validate();
+  if (p.recovery_steps > 0) fix_step_ = config_.train.max_steps - p.recovery_steps;
+}
+
+void L0Pruning::fix_mask(int64_t step) {
+  torch::NoGradGuard no_grad;
+  fixed_values_ = final_values();
+  fixed_log_alpha_.clear();
+  for (const auto& l : gates_->layers()) fixed_log_alpha_.push_back(l.gate->log_alpha.clone());
+  int64_t kept = 0;
+  for (const auto& [key, v] : *fixed_values_) kept += v.gt(0).sum().item<int64_t>();
+  log::info(
+      "step {}: the mask is fixed ({} of {} gated heads kept); the remaining {} steps train the "
+      "weights under it (prune.recovery_steps)",
+      step, kept, gates_->total_heads(), config_.train.max_steps - step);
+}
+
+std::map<std::string, torch::Tensor> L0Pruning::mask_values() {
+  return fixed() ? *fixed_values_ : final_values();
 }
 
 PruneTrainer::PruneTrainer(Config config, train::TrainOptions options)
@@ -114,11 +132,17 @@ std::vector<train::ParamGroup> L0Pruning::parameter_groups(model::Transformer& m
 }
 
 void L0Pruning::before_forward(const data::Batch& batch) {
-  gates_->apply_sample(batch.size());
+  if (fixed()) {
+    gates_->apply_values(*fixed_values_);
+  } else {
+    gates_->apply_sample(batch.size());
+  }
 }
 
 train::Regulariser L0Pruning::regulariser(int64_t step) {
   const auto& p = config_.prune;
+  // Recovery: cross-entropy alone (the gates are not in the graph).
+  if (fixed()) return {};
   if (p.target_heads > 0) {
     // Target mode: the gap between the expected fraction of open heads and the target fraction
     // (ramped over prune.target_warmup_steps), in the Lagrangian lambda1 gap + lambda2 gap^2.
@@ -134,6 +158,17 @@ train::Regulariser L0Pruning::regulariser(int64_t step) {
 }
 
 void L0Pruning::after_step(int64_t step, const train::Regulariser& r) {
+  if (fixed()) {
+    torch::NoGradGuard no_grad;
+    for (size_t i = 0; i < gates_->layers().size(); ++i)
+      gates_->layers()[i].gate->log_alpha.copy_(fixed_log_alpha_[i]);
+    return;
+  }
+  // `step` steps done before this one: the mask is fixed once step + 1 reach fix_step_.
+  if (fix_step_ >= 0 && step + 1 >= fix_step_) {
+    fix_mask(step + 1);
+    return;
+  }
   if (config_.prune.target_heads > 0) {
     // Gradient ascent on the multipliers: d/dlambda1 = gap, d/dlambda2 = gap^2.
     lambda1_ += config_.prune.lagrangian_lr * r.constraint;
@@ -147,8 +182,8 @@ std::map<std::string, torch::Tensor> L0Pruning::final_values() {
 }
 
 void L0Pruning::begin_evaluation() {
-  if (finished_) {
-    gates_->apply_values(final_values());
+  if (finished_ || fixed()) {
+    gates_->apply_values(mask_values());
   } else {
     gates_->apply_eval();
   }
@@ -156,7 +191,13 @@ void L0Pruning::begin_evaluation() {
 
 void L0Pruning::evaluation_extras(int64_t step, nlohmann::json& record) {
   torch::NoGradGuard no_grad;
-  const auto open = gates_->open_heads();
+  auto open = gates_->open_heads();
+  if (fixed()) {
+    open.clear();
+    for (const auto& l : gates_->layers())
+      open[l.type] +=
+          fixed_values_->at(HeadGatesImpl::key(l.type, l.layer)).gt(0).sum().item<int64_t>();
+  }
   const auto& arch = model_->architecture();
   nlohmann::json open_json;
   std::vector<int64_t> counts;
@@ -169,6 +210,7 @@ void L0Pruning::evaluation_extras(int64_t step, nlohmann::json& record) {
   record["open_heads"] = open_json;
   record["heads_e_d_de"] = fmt::format("{}/{}/{}", counts[0], counts[1], counts[2]);
   record["expected_open"] = gates_->expected_open().item<double>();
+  if (fixed()) record["mask_fixed"] = true;
   if (config_.prune.target_heads > 0) {
     record["target_heads"] = config_.prune.target_heads;
     record["target_now"] =
@@ -191,7 +233,7 @@ void L0Pruning::evaluation_extras(int64_t step, nlohmann::json& record) {
   snapshot.step = step;
   snapshot.dev_bleu = record.value("dev_bleu", 0.0);
   snapshot.final = finished_;
-  const auto values = finished_ ? final_values() : gates_->eval_values();
+  const auto values = finished_ || fixed() ? mask_values() : gates_->eval_values();
   for (const auto& l : gates_->layers()) {
     const auto p_open = l.gate->p_open().detach().to(torch::kCPU);
     const auto g = values.at(HeadGatesImpl::key(l.type, l.layer)).to(torch::kCPU);
@@ -220,6 +262,13 @@ void L0Pruning::load(const fs::path& dir) {
       nlohmann::json::parse(run::read_checkpoint_file(dir, run::CheckpointFolder::kPruneState));
   lambda1_ = j.at("lambda1").get<double>();
   lambda2_ = j.at("lambda2").get<double>();
+  // A checkpoint of the recovery steps: the mask was fixed, from these gates (which stay).
+  if (fix_step_ >= 0) {
+    const auto state = run::TrainState::from_json(
+        nlohmann::json::parse(run::read_checkpoint_file(dir, run::CheckpointFolder::kState)),
+        run::CheckpointFolder{dir}.state().string());
+    if (state.step >= fix_step_) fix_mask(state.step);
+  }
 }
 
 std::string L0Pruning::progress() {
@@ -234,7 +283,7 @@ std::string L0Pruning::progress() {
 
 void L0Pruning::finish(train::Trainer& trainer) {
   finished_ = true;
-  const auto values = final_values();
+  const auto values = mask_values();
   int64_t open_by_gates = 0;
   for (const auto& [key, v] : gates_->eval_values()) open_by_gates += v.gt(0).sum().item<int64_t>();
   if (config_.prune.target_heads > 0)

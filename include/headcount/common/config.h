@@ -137,6 +137,10 @@ struct PruneConfig {
   int target_heads = 0;
   int target_warmup_steps = 1000;
   double lagrangian_lr = 0.01;
+  // Recovery: the last recovery_steps of train.max_steps train the model with its final mask
+  // fixed (the gates frozen at the values the export takes: exactly target_heads heads in target
+  // mode), so that the pruned model's weights adapt to it before the export (0: off).
+  int recovery_steps = 0;
   // Adam learning rate of the gates' log_alpha (constant). The model's parameters follow
   // train.lr's schedule; the gates need a larger step to move from their open initialisation.
   double gate_lr = 0.01;

@@ -4,6 +4,11 @@
 // (head_removal.csv), a readable summary (README.md) and a physically pruned checkpoint (pruned/).
 #pragma once
 
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
 #include "headcount/prune/export.h"
 #include "headcount/prune/head_gates.h"
 #include "headcount/prune/schedule.h"
@@ -40,6 +45,14 @@ class L0Pruning : public train::TrainingExtension {
   void finish(train::Trainer& trainer) override;
 
  private:
+  // Recovery (prune.recovery_steps): from the step `fix_step_` on, the heads are scaled by the
+  // final mask instead of gate samples, the regulariser is off and the gates stay where they were
+  // (their log_alpha is restored after every step: Adam's momentum would move them on).
+  void fix_mask(int64_t step);
+  bool fixed() const { return fixed_values_.has_value(); }
+  // The values the export takes now: the fixed mask, or final_values().
+  std::map<std::string, torch::Tensor> mask_values();
+
   const Config config_;
   const train::TrainOptions options_;
   model::Transformer model_{nullptr};
@@ -47,6 +60,9 @@ class L0Pruning : public train::TrainingExtension {
   LambdaSchedule schedule_;
   double lambda1_ = 0, lambda2_ = 0;  // target mode: the Lagrange multipliers
   bool finished_ = false;
+  int64_t fix_step_ = -1;  // -1: no recovery
+  std::optional<std::map<std::string, torch::Tensor>> fixed_values_;
+  std::vector<torch::Tensor> fixed_log_alpha_;  // per gated layer
 };
 
 // `headcount prune`: a Trainer with L0Pruning.

@@ -13,7 +13,7 @@ struct CheckpointFolder {
   std::filesystem::path weights() const { return dir / kWeights; }
   std::filesystem::path optimizer() const { return dir / "optimizer.pt"; }
   std::filesystem::path rng() const { return dir / "rng.pt"; }
-  std::filesystem::path state() const { return dir / "state.json"; }
+  std::filesystem::path state() const { return dir / kState; }
   std::filesystem::path meta() const { return dir / "meta.json"; }
   std::filesystem::path architecture() const { return dir / kArchitecture; }
   std::filesystem::path config() const { return dir / "config.yaml"; }
@@ -30,6 +30,7 @@ struct CheckpointFolder {
 
   // Names, for run::read_checkpoint_file(dir, name) and records that list a checkpoint's files.
   static constexpr const char* kWeights = "model.pt";
+  static constexpr const char* kState = "state.json";
   static constexpr const char* kArchitecture = "architecture.json";
   static constexpr const char* kGates = "gates.pt";
   static constexpr const char* kPruneState = "prune_state.json";
