@@ -352,8 +352,10 @@ TEST(Analyzer, CompareWithImportanceFollowsTheRemovalLog) {
   }
   run::write_head_removal(run::RunFolder{run_dir}.head_removal(), rows, run::HeadRemovalKind::kL0);
   // The run's method, as its config names it, goes into compare.json and the printout's labels.
-  io::write_file_atomic(run::RunFolder{run_dir}.config(),
-                        "prune:\n  method: fisher\n  target_heads: 3\n");
+  Config run_config = run::read_checkpoint_info(ckpt).config;  // the model it pruned
+  run_config.prune.method = PruneMethod::kFisher;
+  run_config.prune.target_heads = 3;
+  save_config(run_config, run::RunFolder{run_dir}.config());
   // Michel: the lower-importance head of each type (one removed per type).
   std::vector<HeadId> michel;
   for (size_t i = 0; i < heads.size(); i += 2) {
@@ -391,20 +393,23 @@ TEST(Analyzer, CompareWithImportanceFollowsTheRemovalLog) {
   for (auto t : {AttentionType::kEncSelf, AttentionType::kDecSelf, AttentionType::kEncDec})
     EXPECT_EQ(michel_info.architecture.total(t), 1) << model::attention_name(t);
 
-  // A run that started from another checkpoint here: its removal order is of that model's heads,
-  // which the analysis says.
+  // A run that started from another checkpoint here: its removal order is of that model's heads.
   fs::create_directories(dir / "other");
-  io::write_file_atomic(
-      run::RunFolder{run_dir}.config(),
-      fmt::format("prune:\n  method: fisher\n  target_heads: 3\n  init_from: {}\n",
-                  (dir / "other").string()));
-  ::testing::internal::CaptureStderr();
-  read_removal_order(run_dir, heads, ckpt.string());
-  const std::string warned = ::testing::internal::GetCapturedStderr();
-  EXPECT_NE(warned.find("started from " + (dir / "other").string() +
-                        " (its prune.init_from), not from " + ckpt.string()),
+  run_config.prune.init_from = (dir / "other").string();
+  save_config(run_config, run::RunFolder{run_dir}.config());
+  const std::string e =
+      testing::error_of([&] { read_removal_order(run_dir, heads, ckpt.string()); });
+  EXPECT_NE(e.find("started from " + (dir / "other").string() +
+                   " (its prune.init_from), not from " + ckpt.string()),
             std::string::npos)
-      << warned;
+      << e;
+  // The run's own start, but a model of another shape in its config: another model.
+  run_config.prune.init_from = ckpt.string();
+  run_config.model.d_model *= 2;
+  save_config(run_config, run::RunFolder{run_dir}.config());
+  const std::string shape =
+      testing::error_of([&] { read_removal_order(run_dir, heads, ckpt.string()); });
+  EXPECT_NE(shape.find("pruned a model of another shape"), std::string::npos) << shape;
 }
 
 // Heads as aligners against given gold links, through the library and the command.

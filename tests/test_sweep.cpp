@@ -91,6 +91,47 @@ TEST(Sweep, ShortNamesCollideSoFullKeysAreUsed) {
   EXPECT_EQ(sweep::point_name({{"prune.attention", "[]"}}, {"prune.attention"}), "attention-none");
 }
 
+TEST(Sweep, AnotherSweepFileOnAFolderWithItsRunsIsRefused) {
+  TempDir dir;
+  const auto base = tiny_base(dir, 10);
+  const std::string head = fmt::format("command: train\nconfigs: [{}]\n", base.string());
+  const auto run_dry = [&](const std::string& text, const std::string& name) {
+    sweep::SweepOptions o;
+    o.out = dir / "out";
+    o.executable = HEADCOUNT_BINARY;
+    o.dry_run = true;
+    return testing::error_of(
+        [&] { sweep::run_sweep(sweep::load_sweep(write_sweep(dir, name, text)), o); });
+  };
+  const std::string first = head + "grid: {seed: [1, 2]}\n";
+  EXPECT_EQ(run_dry(first, "a.yaml"), "(no error)");
+  fs::create_directories(dir / "out" / "seed-1");     // a run started
+  EXPECT_EQ(run_dry(first, "a.yaml"), "(no error)");  // the same sweep continues
+  EXPECT_EQ(run_dry(head + "grid: {seed: [1, 2, 3]}\n", "b.yaml"), "(no error)");  // one more run
+  // A budget or a schedule may change, as it may for a resumed run; the model may not.
+  EXPECT_EQ(run_dry(head + "set: {train.lr: 0.001}\ngrid: {seed: [1, 2]}\n", "c.yaml"),
+            "(no error)");
+  const std::string e =
+      run_dry(head + "set: {model.dropout: 0.2}\ngrid: {seed: [1, 2]}\n", "e.yaml");
+  EXPECT_NE(e.find("holds the runs of another sweep (set: model.dropout differ"), std::string::npos)
+      << e;
+  const std::string f =
+      run_dry(fmt::format("command: train\nconfigs: [{}, {}]\ngrid: {{seed: [1]}}\n", base.string(),
+                          base.string()),
+              "d.yaml");
+  EXPECT_NE(f.find("configs"), std::string::npos) << f;
+  // A sweep.json whose run name leads out of the sweep folder: the report (which writes into each
+  // run) refuses it.
+  auto j = nlohmann::json::parse(io::read_file(dir / "out" / "sweep.json"));
+  j["points"][0]["name"] = "../elsewhere";
+  io::write_file_atomic(dir / "out" / "sweep.json", j.dump());
+  sweep::ReportOptions ro;
+  ro.dir = dir / "out";
+  ro.plots = false;
+  const std::string r = testing::error_of([&] { sweep::write_report(ro); });
+  EXPECT_NE(r.find("a point's name is \"../elsewhere\""), std::string::npos) << r;
+}
+
 TEST(Sweep, BadSweepFilesNameTheLineAndTheProblem) {
   TempDir dir;
   const auto base = tiny_base(dir, 10);

@@ -305,6 +305,31 @@ TEST(Surprises, OutputsThatAreInputsGatedCheckpointsAndKeysACheckpointOwns) {
       {"train " + d + "/base.yaml --out " + in, in + " exists and is not a folder"},
       {"export-pruned --checkpoint " + gated.string() + " --out /dev/null",
        "/dev/null exists and is not a folder"},
+      // The checkpoint a command reads is one of its inputs, file by file.
+      {"eval --checkpoint " + c + " --hyp-out " + c + "/model.pt",
+       "--hyp-out " + c + "/model.pt is inside the checkpoint"},
+      {"translate --checkpoint " + c + " -i " + in + " -o " + c + "/meta.json",
+       "is inside the checkpoint"},
+      {"eval --checkpoint " + c + " --src " + in + " --ref " + ref + " --out " + d +
+           "/./y --hyp-out " + d + "/y",
+       "are the same file"},
+      // Starting from a gated checkpoint would drop its gates.
+      {"train " + d + "/base.yaml --out " + d + "/t2 --init-from " + gated.string(),
+       "is a checkpoint of a prune run in training"},
+      {"prune " + d + "/base.yaml --out " + d + "/p2 --set prune.init_from=" + gated.string(),
+       "is a checkpoint of a prune run in training"},
+      {"train " + d + "/base.yaml --out " + d + "/t3 --architecture-from " + gated.string(),
+       "is a checkpoint of a prune run in training"},
+      {"bench train " + d + "/base.yaml --profile " + d + "/base.yaml",
+       "--profile " + d + "/base.yaml is a config file"},
+      {"bench train --d-model 32 --heads 2 --layers 1 --ffn 64 --vocab 64 --sentences 2 "
+       "--length 4 --steps 1 --warmup 0 --profile " +
+           d + "/no-such-folder/trace.json",
+       "the folder " + d + "/no-such-folder does not exist"},
+      {"config show " + d + "/base.yaml --set prune.lambda_values=[1e30]",
+       "prune.lambda_values: expected numbers between 0 and 1000000"},
+      {"config show " + d + "/base.yaml --set prune.lambda_steps=[-5]",
+       "prune.lambda_steps: expected whole numbers between 0 and"},
       // A run that fails before its first write leaves no folder behind.
       {"prune " + d + "/base.yaml --out " + d + "/p --set prune.init_from=" + d + "/nothing",
        "nothing"},
@@ -324,6 +349,18 @@ TEST(Surprises, OutputsThatAreInputsGatedCheckpointsAndKeysACheckpointOwns) {
   EXPECT_EQ(io::read_lines(dir / "in.txt").at(0), "uno dos") << "an input was overwritten";
   EXPECT_FALSE(fs::exists(dir / "p")) << "a failed prune left its run folder";
   EXPECT_FALSE(fs::exists(dir / "t")) << "a failed train left its run folder";
+  for (const char* f : {"t2", "t3", "p2"}) EXPECT_FALSE(fs::exists(dir / f)) << f;
+  // A folder refused as a run folder is left as it was found (no lock file in it).
+  fs::create_directories(dir / "mine");
+  std::ofstream(dir / "mine" / "notes.txt") << "x\n";
+  expect_errors({{"train " + d + "/base.yaml --out " + d + "/mine", "refusing to overwrite it"}});
+  EXPECT_FALSE(fs::exists(dir / "mine" / ".lock"));
+  // A head count that is not a whole number.
+  std::ofstream(dir / "arch.json")
+      << R"({"enc_self":[1.7],"dec_self":[1],"enc_dec":[1],"head_dim":8})";
+  expect_errors(
+      {{"train " + d + "/base.yaml --out " + d + "/t4 --architecture-from " + d + "/arch.json",
+        d + "/arch.json: invalid architecture: 'enc_self' holds 1.7, expected whole"}});
   expect_errors({{"config show " + d + "/base.yaml --set train.adam_eps=0", "train.adam_eps"}});
 }
 

@@ -362,13 +362,22 @@ RemovalOrder read_removal_order(const fs::path& run, const std::vector<HeadId>& 
   // one.
   std::error_code ec;
   const fs::path config = run::RunFolder{run}.config();
-  const std::string init =
-      fs::exists(config, ec) ? load_config_file(config).prune.init_from : std::string();
-  if (!init.empty() && fs::is_directory(init, ec) && !fs::equivalent(init, checkpoint, ec))
-    log::warn(
-        "{} started from {} (its prune.init_from), not from {}: its removal order is of that "
-        "model's heads; the analysis pairs it with these",
-        run.string(), init, checkpoint);
+  if (fs::exists(config, ec)) {
+    const Config run_config = load_config_file(config);
+    const std::string& init = run_config.prune.init_from;
+    HC_CHECK(init.empty() || !fs::is_directory(init, ec) || fs::equivalent(init, checkpoint, ec),
+             "{} started from {} (its prune.init_from), not from {}: its removal order is of that "
+             "model's heads; give --checkpoint {}",
+             run.string(), init, checkpoint, init);
+    const ModelConfig& a = run_config.model;
+    const ModelConfig b = run::read_checkpoint_info(checkpoint).config.model;
+    HC_CHECK(a.d_model == b.d_model && a.ffn_dim == b.ffn_dim && a.heads == b.heads &&
+                 a.encoder_layers == b.encoder_layers && a.decoder_layers == b.decoder_layers,
+             "{} pruned a model of another shape than {} (d_model {} and {}, heads {} and {}, "
+             "layers {}+{} and {}+{}): give --checkpoint the run's prune.init_from",
+             run.string(), checkpoint, a.d_model, b.d_model, a.heads, b.heads, a.encoder_layers,
+             a.decoder_layers, b.encoder_layers, b.decoder_layers);
+  }
   std::map<std::tuple<int, int64_t, int64_t>, size_t> index;
   for (size_t i = 0; i < heads.size(); ++i)
     index[{static_cast<int>(heads[i].type), heads[i].layer, heads[i].head}] = i;

@@ -23,12 +23,28 @@ double median_of(std::vector<double> v) {
   return v.empty() ? 0 : v[v.size() / 2];
 }
 
+// Another checkpoint of the same model (`other`, e.g. its pruned export) or a run's model config:
+// the same shape before pruning, and the same vocabulary where both record it.
+void check_same_shape(const ModelConfig& a, const ModelConfig& b, const std::string& what,
+                      const std::string& checkpoint) {
+  HC_CHECK(a.d_model == b.d_model && a.ffn_dim == b.ffn_dim && a.heads == b.heads &&
+               a.encoder_layers == b.encoder_layers && a.decoder_layers == b.decoder_layers,
+           "{} is not of the model of {} (d_model {} and {}, heads {} and {}, layers {}+{} and "
+           "{}+{}): the comparison would be between two different models",
+           what, checkpoint, a.d_model, b.d_model, a.heads, b.heads, a.encoder_layers,
+           a.decoder_layers, b.encoder_layers, b.decoder_layers);
+}
+
 // The full model with the heads the prune run `mask_from` removed multiplied by 0 (no physical
 // pruning).
 DecodeVariant masked_variant(const DecodeBench& b) {
   const auto& o = b.options;
   DecodeVariant v{"masked", b.info, run::load_model(b.info, b.device), {}};
   const fs::path csv = run::RunFolder{o.mask_from}.head_removal();
+  std::error_code ec;
+  if (fs::exists(run::RunFolder{o.mask_from}.config(), ec))
+    check_same_shape(load_config_file(run::RunFolder{o.mask_from}.config()).model,
+                     b.info.config.model, "--mask-from " + o.mask_from, o.checkpoint);
   int removed = 0;
   for (const auto& row : run::read_head_removal(csv)) {
     if (!row.removal_step) continue;
@@ -58,6 +74,12 @@ void load_variants(DecodeBench& b) {
     HC_CHECK(
         pi.src_vocab_size == b.info.src_vocab_size && pi.tgt_vocab_size == b.info.tgt_vocab_size,
         "--compare {}: another vocabulary than {}", o.compare, o.checkpoint);
+    check_same_shape(pi.config.model, b.info.config.model, "--compare " + o.compare, o.checkpoint);
+    for (const auto& [name, hash] : pi.vocab_fnv1a) {
+      const auto it = b.info.vocab_fnv1a.find(name);
+      HC_CHECK(it == b.info.vocab_fnv1a.end() || it->second == hash,
+               "--compare {}: another vocabulary ({}) than {}", o.compare, name, o.checkpoint);
+    }
     b.variants.push_back({"pruned", pi, run::load_model(pi, b.device), {}});
   }
   if (!o.mask_from.empty()) b.variants.push_back(masked_variant(b));

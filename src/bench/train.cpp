@@ -1,13 +1,17 @@
 #include "headcount/bench/train.h"
 
 #include <ATen/Parallel.h>
+#include <fmt/format.h>
 #include <torch/csrc/autograd/profiler_legacy.h>
 #include <torch/torch.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <memory>
 
 #include "headcount/bench/timing.h"
+#include "headcount/common/check.h"
 #include "headcount/common/runtime.h"
 #include "headcount/data/batching.h"
 #include "headcount/model/loss.h"
@@ -124,14 +128,36 @@ class TrainBench {
   int64_t gated_steps_ = 0;
 };
 
+// One step under LibTorch's profiler, its trace written to `file` through a temporary and a
+// rename (the profiler itself only prints when it cannot write, and carries on).
+void profiled_step(const std::string& file, TrainBench& bench) {
+  const fs::path target = file;
+  const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  std::error_code ec;
+  HC_CHECK(fs::is_directory(dir, ec), "--profile {}: the folder {} does not exist", file,
+           dir.string());
+  HC_CHECK(!fs::exists(target, ec) || fs::is_regular_file(target, ec),
+           "--profile {}: exists and is not a regular file; expected a file name", file);
+  const fs::path tmp = dir / fmt::format(".{}.tmp.{}", target.filename().string(), getpid());
+  {
+    torch::autograd::profiler::RecordProfile guard(tmp.string());
+    bench.step();
+  }
+  const bool written = fs::is_regular_file(tmp, ec) && fs::file_size(tmp, ec) > 0 && !ec;
+  if (written) fs::rename(tmp, target, ec);
+  if (!written || ec) {
+    std::error_code ignored;
+    fs::remove(tmp, ignored);
+    HC_FAIL("--profile {}: the profile could not be written{}", file,
+            ec ? ": " + ec.message() : "");
+  }
+}
+
 // Warm-up (and the profiled step), then the timed steps, plain and gated alternately.
 void run_steps(const TrainBenchOptions& a, TrainBench& bench, TrainBenchResult& r) {
   for (int i = 0; i < a.warmup; ++i) bench.step();
   if (a.gated) bench.gated_step();
-  if (!a.profile.empty()) {
-    torch::autograd::profiler::RecordProfile guard(a.profile);
-    bench.step();
-  }
+  if (!a.profile.empty()) profiled_step(a.profile, bench);
   const double faults_before = minor_faults();
   for (int i = 0; i < a.steps; ++i) {
     r.times.push_back(timed_on(r.device, [&] { bench.step(); }));

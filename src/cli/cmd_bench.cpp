@@ -14,6 +14,7 @@
 #include "headcount/bench/threads.h"
 #include "headcount/bench/timing.h"
 #include "headcount/bench/train.h"
+#include "headcount/common/outputs.h"
 #include "headcount/common/precision.h"
 #include "headcount/common/runtime.h"
 
@@ -103,6 +104,9 @@ struct TrainBenchArgs {
 };
 
 void run_train(const TrainBenchArgs& a) {
+  std::vector<io::NamedPath> configs;
+  for (const auto& f : a.config.files) configs.push_back({"a config file", f});
+  io::refuse_overwriting({{"--profile", a.options.profile}}, configs);
   Config config;
   if (!resolve_config(a.config, &config)) return;
   const auto r = bench::bench_train(a.options, config);

@@ -99,6 +99,8 @@ void run_eval(const EvalArgs& a) {
   std::vector<io::NamedPath> inputs = {{"the source file", in.source_name}};
   for (const auto& r : in.ref_files) inputs.push_back({"a reference file", r});
   io::refuse_overwriting({{"--out", a.out}, {"--hyp-out", a.hyp_out}}, inputs);
+  io::refuse_writing_into({{"--out", a.out}, {"--hyp-out", a.hyp_out}},
+                          {"the checkpoint", a.decode.checkpoint});
   const auto tr = decode::translate_lines(t, in.sources, in.source_name, in.references);
   if (!a.hyp_out.empty()) io::write_lines_atomic(a.hyp_out, tr.text);
   print_scores(in.data, tr.scores);
@@ -121,6 +123,7 @@ void add_translate_command(CLI::App& app) {
       ->capture_default_str();
   cmd->callback([a, input, output] {
     io::refuse_overwriting({{"--output", *output}}, {{"the input", *input}});
+    io::refuse_writing_into({{"--output", *output}}, {"the checkpoint", a->checkpoint});
     decode::Translator t = load(*a);
     const auto lines = io::read_lines_or_stdin(*input, {.allow_empty_file = true});
     const auto out = decode::translate_lines(t, lines, *input == "-" ? "<stdin>" : *input).text;

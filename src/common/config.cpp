@@ -182,6 +182,18 @@ Validator<std::vector<std::string>> subset_of(std::vector<std::string> choices) 
 }
 
 // [enc_self, dec_self, enc_dec] head counts, or [] (off).
+// Every element within [lo, hi] (and a whole number with `whole`).
+Validator<std::vector<double>> each_in(double lo, double hi, bool whole) {
+  return [lo, hi, whole](const std::vector<double>& v) -> std::optional<std::string> {
+    for (double x : v) {
+      if (x < lo || x > hi || (whole && x != std::floor(x)))
+        return fmt::format("expected {}s between {} and {}, got {}",
+                           whole ? "whole number" : "number", lo, hi, x);
+    }
+    return std::nullopt;
+  };
+}
+
 Validator<std::vector<double>> heads_per_type() {
   return [](const std::vector<double>& v) -> std::optional<std::string> {
     if (v.empty()) return std::nullopt;
@@ -467,10 +479,10 @@ std::vector<Field> prune_gate_fields() {
       field<int>("prune.lambda_warmup_steps", "int", HC_ACCESS(prune.lambda_warmup_steps),
                  range(0, INT32_MAX), "linear schedule: steps from 0 to prune.lambda"),
       field<std::vector<double>>("prune.lambda_steps", "list of numbers",
-                                 HC_ACCESS(prune.lambda_steps), any<std::vector<double>>(),
+                                 HC_ACCESS(prune.lambda_steps), each_in(0, INT32_MAX, true),
                                  "piecewise schedule: change points"),
       field<std::vector<double>>("prune.lambda_values", "list of numbers",
-                                 HC_ACCESS(prune.lambda_values), any<std::vector<double>>(),
+                                 HC_ACCESS(prune.lambda_values), each_in(0, 1e6, false),
                                  "piecewise schedule: values from each change point"),
       choice_field<PenaltyNorm>(
           "prune.penalty_norm", HC_ACCESS(prune.penalty_norm),

@@ -58,6 +58,7 @@ bool process_alive(pid_t pid) {
 RunLock RunLock::acquire(const fs::path& dir) {
   std::error_code ec;
   const bool existed = fs::exists(dir, ec);
+  const bool lock_existed = fs::exists(dir / kLockFile, ec);
   fs::create_directories(dir, ec);
   HC_CHECK(!ec, "cannot create {}: {}", dir.string(), ec.message());
   const fs::path file = dir / kLockFile;
@@ -87,6 +88,7 @@ RunLock RunLock::acquire(const fs::path& dir) {
   RunLock lock;
   lock.fd_ = fd;
   if (!existed) lock.created_ = dir;
+  if (!lock_existed) lock.new_file_ = dir / kLockFile;
   return lock;
 }
 
@@ -105,9 +107,11 @@ std::optional<pid_t> RunLock::holder(const fs::path& dir) {
   return out;
 }
 
-RunLock::RunLock(RunLock&& other) noexcept : fd_(other.fd_), created_(std::move(other.created_)) {
+RunLock::RunLock(RunLock&& other) noexcept
+    : fd_(other.fd_), created_(std::move(other.created_)), new_file_(std::move(other.new_file_)) {
   other.fd_ = -1;
   other.created_.clear();
+  other.new_file_.clear();
 }
 
 RunLock& RunLock::operator=(RunLock&& other) noexcept {
@@ -115,8 +119,10 @@ RunLock& RunLock::operator=(RunLock&& other) noexcept {
     release();
     fd_ = other.fd_;
     created_ = std::move(other.created_);
+    new_file_ = std::move(other.new_file_);
     other.fd_ = -1;
     other.created_.clear();
+    other.new_file_.clear();
   }
   return *this;
 }
@@ -125,8 +131,18 @@ RunLock::~RunLock() {
   release();
 }
 
+void RunLock::keep_file() {
+  new_file_.clear();
+}
+
 void RunLock::release() noexcept {
   if (fd_ < 0) return;
+  // A lock file this lock put into a folder that was refused (not kept): the folder is left as it
+  // was found.
+  if (!new_file_.empty()) {
+    std::error_code ec;
+    fs::remove(new_file_, ec);
+  }
   // A folder this lock created that holds nothing but the lock: a run that failed before its
   // first write (a bad input). It goes, as if the command had not been run; removed while the
   // lock is still held, so no other process is using it.

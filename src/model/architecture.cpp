@@ -79,14 +79,24 @@ nlohmann::json Architecture::to_json() const {
 
 Architecture Architecture::from_json(const nlohmann::json& j) {
   Architecture a;
-  try {
-    a.head_dim = j.at("head_dim").get<int64_t>();
-    a.enc_self = j.at("enc_self").get<std::vector<int64_t>>();
-    a.dec_self = j.at("dec_self").get<std::vector<int64_t>>();
-    a.enc_dec = j.at("enc_dec").get<std::vector<int64_t>>();
-  } catch (const nlohmann::json::exception& e) {
-    HC_FAIL("invalid architecture description: {}", e.what());
-  }
+  // Whole numbers only: 1.7 heads would be read as 1.
+  const auto whole = [&](const nlohmann::json& v, const char* key) {
+    HC_CHECK(v.is_number_integer(), "invalid architecture: '{}' holds {}, expected whole numbers",
+             key, v.dump());
+    return v.get<int64_t>();
+  };
+  const auto list = [&](const char* key) {
+    HC_CHECK(j.is_object() && j.contains(key) && j.at(key).is_array(),
+             "invalid architecture: expected '{}', a list of head counts per layer", key);
+    std::vector<int64_t> out;
+    for (const auto& v : j.at(key)) out.push_back(whole(v, key));
+    return out;
+  };
+  HC_CHECK(j.is_object() && j.contains("head_dim"), "invalid architecture: no 'head_dim'");
+  a.head_dim = whole(j.at("head_dim"), "head_dim");
+  a.enc_self = list("enc_self");
+  a.dec_self = list("dec_self");
+  a.enc_dec = list("enc_dec");
   // The ranges of the config keys they stand for (model.head_dim, model.*_layers, model.heads).
   HC_CHECK(a.head_dim > 0 && a.head_dim <= 4096,
            "invalid architecture: head_dim {}, expected 1 to 4096 (model.head_dim's range)",

@@ -1,6 +1,8 @@
 // pruning.json, README.md and a post-training method's summary.json (prune/outcome.h).
 #include "headcount/prune/outcome.h"
 
+#include <type_traits>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -14,6 +16,13 @@ namespace {
 template <typename T>
 T field(const nlohmann::ordered_json& j, const char* key, const std::string& file) {
   HC_CHECK(j.is_object() && j.contains(key), "{}: no '{}'", file, key);
+  // Counts are whole numbers: a float (1e300) would convert to a meaningless integer.
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>)
+    HC_CHECK(j.at(key).is_number_integer(), "{}: '{}' is {}, expected a whole number", file, key,
+             j.at(key).dump());
+  if constexpr (std::is_floating_point_v<T>)
+    HC_CHECK(j.at(key).is_number(), "{}: '{}' is {}, expected a number", file, key,
+             j.at(key).dump());
   try {
     return j.at(key).get<T>();
   } catch (const nlohmann::json::exception& e) {
@@ -146,9 +155,14 @@ PruneOutcome PruneOutcome::from_json(const nlohmann::ordered_json& j, const std:
   o.heads_open_by_gates = optional_field<int64_t>(j, "heads_open_by_gates", file);
   o.parameters_before = field<int64_t>(j, "parameters_before", file);
   o.parameters_after = field<int64_t>(j, "parameters_after", file);
+  HC_CHECK(o.parameters_after >= 0 && o.parameters_after <= o.parameters_before,
+           "{}: parameters_after is {}, expected between 0 and parameters_before ({})", file,
+           o.parameters_after, o.parameters_before);
   o.decode_flops_fraction = optional_field<double>(j, "decode_flops_fraction", file);
   o.dev_bleu_start = field<double>(j, "dev_bleu_start", file);
   o.dev_bleu_end = field<double>(j, "dev_bleu_end", file);
+  for (const double b : {o.dev_bleu_start, o.dev_bleu_end})
+    HC_CHECK(b >= 0 && b <= 100, "{}: a dev BLEU of {}, expected 0 to 100", file, b);
   if (j.contains("calibration_sentences")) o.fisher = read_fisher_details(j, file);
   o.pruned_checkpoint = field<std::string>(j, "pruned_checkpoint", file);
   return o;

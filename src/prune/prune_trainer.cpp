@@ -36,6 +36,14 @@ void log_target_rounding(int64_t n, int64_t open_by_gates) {
     log::info("target {} heads: the gates left exactly {} open", n, open_by_gates);
 }
 
+// The lambda schedule as the log states it.
+std::string lambda_text(const PruneConfig& p) {
+  if (p.lambda_schedule == LambdaScheduleKind::kPiecewise)
+    return fmt::format("lambda {} from steps {} (piecewise)", fmt::join(p.lambda_values, ", "),
+                       fmt::join(p.lambda_steps, ", "));
+  return fmt::format("lambda {} ({})", p.lambda, choice_name(p.lambda_schedule));
+}
+
 }  // namespace
 
 L0Pruning::L0Pruning(const Config& config, const train::TrainOptions& options)
@@ -121,8 +129,7 @@ std::vector<train::ParamGroup> L0Pruning::parameter_groups(model::Transformer& m
             config_.prune.target_heads > 0
                 ? fmt::format("target {} heads (Lagrangian, ramp {} steps)",
                               config_.prune.target_heads, config_.prune.target_warmup_steps)
-                : fmt::format("lambda {} ({}), L_C normalised as {}", config_.prune.lambda,
-                              choice_name(config_.prune.lambda_schedule),
+                : fmt::format("{}, L_C normalised as {}", lambda_text(config_.prune),
                               choice_name(config_.prune.penalty_norm)));
   // The model's trained parts at the scheduled rate, the gates at prune.gate_lr.
   std::vector<train::ParamGroup> groups;

@@ -20,6 +20,7 @@
 #include "headcount/common/io.h"
 #include "headcount/common/log.h"
 #include "headcount/common/run_guard.h"
+#include "headcount/run/checkpoint_files.h"
 
 namespace headcount::run {
 
@@ -285,11 +286,14 @@ void write_or_clean_up(const fs::path& tmp, const fs::path& dir,
 
 }  // namespace
 
-void save_checkpoint(const fs::path& dir, model::Transformer& model,
+void save_checkpoint(const fs::path& given, model::Transformer& model,
                      torch::optim::Optimizer* optimizer, const TrainState& state,
                      const Config& config, const data::VocabFiles& vocab,
                      const std::function<void(const fs::path&)>& extra,
                      const std::map<std::string, std::string>& corpus_xxh64) {
+  // Absolute: a bare folder name ("out") has no parent path to create or to hold the temporary.
+  fs::path dir = fs::absolute(given).lexically_normal();
+  if (dir.filename().empty()) dir = dir.parent_path();  // "out/"
   fs::create_directories(dir.parent_path());
   const fs::path tmp = temp_sibling(dir);
   std::error_code ec;
@@ -341,7 +345,10 @@ void save_checkpoint(const fs::path& dir, model::Transformer& model,
 
 model::Architecture read_architecture(const fs::path& path) {
   std::error_code ec;
-  const fs::path file = fs::is_directory(path, ec) ? path / "architecture.json" : path;
+  const bool folder = fs::is_directory(path, ec);
+  // A prune run's checkpoint in training holds the unpruned architecture beside its gates.
+  if (folder) require_ungated(path, "taking its architecture");
+  const fs::path file = folder ? path / "architecture.json" : path;
   HC_CHECK(fs::is_regular_file(file, ec),
            "{}: no architecture found (expected a checkpoint folder, a folder holding "
            "architecture.json, or an architecture.json file)",
@@ -353,6 +360,9 @@ model::Architecture read_architecture(const fs::path& path) {
         nlohmann::json::parse(read_checkpoint_file(dir, file.filename().string())));
   } catch (const nlohmann::json::exception& e) {
     HC_FAIL("{}: not a valid architecture: {}", file.string(), e.what());
+  } catch (const Error& e) {
+    if (std::string(e.what()).rfind("invalid architecture", 0) != 0) throw;
+    HC_FAIL("{}: {}", file.string(), e.what());
   }
 }
 
@@ -395,6 +405,17 @@ std::map<std::string, std::string> string_map(const nlohmann::json& meta, const 
   return out;
 }
 
+// A checkpoint's architecture.json (hash-checked); errors name the file.
+model::Architecture read_architecture_file(const fs::path& dir) {
+  const fs::path file = CheckpointFolder{dir}.architecture();
+  const auto j = nlohmann::json::parse(read_checkpoint_file(dir, CheckpointFolder::kArchitecture));
+  try {
+    return model::Architecture::from_json(j);
+  } catch (const Error& e) {
+    HC_FAIL("{}: {}", file.string(), e.what());
+  }
+}
+
 }  // namespace
 
 CheckpointInfo read_checkpoint_info(const fs::path& dir) {
@@ -434,8 +455,7 @@ CheckpointInfo read_checkpoint_info(const fs::path& dir) {
     info.state =
         TrainState::from_json(nlohmann::json::parse(read_checkpoint_file(dir, "state.json")),
                               (dir / "state.json").string());
-    info.architecture = model::Architecture::from_json(
-        nlohmann::json::parse(read_checkpoint_file(dir, "architecture.json")));
+    info.architecture = read_architecture_file(dir);
   } catch (const nlohmann::json::exception& e) {
     HC_FAIL("{}: corrupt checkpoint metadata: {}", dir.string(), e.what());
   }

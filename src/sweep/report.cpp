@@ -135,6 +135,13 @@ std::optional<SplitScores> read_eval_scores(const eval::EvalRecord& evaluation,
     log::warn("report: {} has no scores.ref1.bleu", cache.string());
     return std::nullopt;
   }
+  for (const auto& v : {s.bleu, s.bleu_all_refs, s.chrf, s.chrf_all_refs}) {
+    if (v && !(*v >= 0 && *v <= 100)) {
+      log::warn("report: {} has a score of {}, outside 0-100: a damaged or edited record; left out",
+                cache.string(), *v);
+      return std::nullopt;
+    }
+  }
   return s;
 }
 
@@ -578,6 +585,19 @@ json read_manifest(const ReportOptions& o) {
            "{} is not a sweep folder: no sweep.json (run `headcount sweep` first, or name the "
            "sweep file its runs came from with --sweep)",
            o.dir.string());
+  // Run names are folders of the sweep: a damaged or edited sweep.json must not lead the report
+  // (which writes evaluations into each run) out of it.
+  const fs::path file = o.dir / "sweep.json";
+  HC_CHECK(manifest->is_object() && manifest->value("points", json::array()).is_array(),
+           "{}: expected an object with a list of 'points'", file.string());
+  for (const auto& p : manifest->value("points", json::array())) {
+    const json name = p.is_object() ? p.value("name", json()) : json();
+    HC_CHECK(name.is_string() && !name.get<std::string>().empty() &&
+                 name.get<std::string>().find('/') == std::string::npos && name != "." &&
+                 name != "..",
+             "{}: a point's name is {}, expected the name of a run folder inside the sweep",
+             file.string(), name.dump());
+  }
   return *manifest;
 }
 

@@ -700,6 +700,72 @@ void write_manifest(const SweepSpec& spec, const fs::path& out) {
   io::write_file_atomic(out / "sweep.json", sweep_manifest(spec).dump(2) + "\n");
 }
 
+// The keys a run may change on resume (train::check_run_folder's rule): the budget and schedule,
+// threads, decoding, the device.
+bool changeable_on_resume(const std::string& key) {
+  return (key.rfind("train.", 0) == 0 && key != "train.best_metric") ||
+         key.rfind("threads.", 0) == 0 || key.rfind("decode.", 0) == 0 || key == "device";
+}
+
+// The keys of two maps key -> value whose values differ (or that only one has), into `changed`
+// (the ones a resume may change into `allowed`).
+void compare_settings(const nlohmann::json& a, const nlohmann::json& b, const std::string& where,
+                      std::vector<std::string>& changed, std::vector<std::string>& allowed) {
+  std::set<std::string> keys;
+  for (const auto* m : {&a, &b})
+    if (m->is_object())
+      for (const auto& [k, v] : m->items()) keys.insert(k);
+  for (const auto& k : keys) {
+    const auto va = a.is_object() ? a.value(k, nlohmann::json()) : nlohmann::json();
+    const auto vb = b.is_object() ? b.value(k, nlohmann::json()) : nlohmann::json();
+    if (va == vb) continue;
+    (changeable_on_resume(k) ? allowed : changed).push_back(where + k);
+  }
+}
+
+// A sweep folder's runs were started under its sweep.json: the same sweep again (the same command
+// and configs, the same settings for every run already there, but for the keys a resume may
+// change) continues them; another one would resume or report them as runs of settings they did
+// not have.
+void check_same_sweep(const SweepSpec& spec, const fs::path& out) {
+  const fs::path file = out / "sweep.json";
+  std::error_code ec;
+  if (!fs::exists(file, ec)) return;
+  nlohmann::json before;
+  try {
+    before = nlohmann::json::parse(io::read_file(file));
+  } catch (const nlohmann::json::exception& e) {
+    HC_FAIL("{}: not JSON ({}); restore it, or use another --out", file.string(), e.what());
+  }
+  const nlohmann::json now = sweep_manifest(spec);
+  std::vector<std::string> changed, allowed;
+  for (const char* key : {"command", "configs", "baseline", "retrain"})
+    if (before.value(key, nlohmann::json()) != now[key]) changed.push_back(key);
+  compare_settings(before.value("set", nlohmann::json()), now["set"], "set: ", changed, allowed);
+  std::map<std::string, nlohmann::json> old_points;
+  for (const auto& p : before.value("points", nlohmann::json::array()))
+    if (p.is_object() && p.contains("name") && p["name"].is_string())
+      old_points[p["name"].get<std::string>()] = p;
+  for (const auto& p : now["points"]) {
+    const std::string name = p["name"].get<std::string>();
+    const auto it = old_points.find(name);
+    if (it == old_points.end() || !fs::exists(out / name, ec)) continue;
+    compare_settings(it->second.value("values", nlohmann::json()), p["values"],
+                     "run " + name + ": ", changed, allowed);
+    for (const char* key : {"is_control", "control"})
+      if (it->second.value(key, nlohmann::json()) != p[key])
+        changed.push_back(fmt::format("run {}: {}", name, key));
+  }
+  HC_CHECK(changed.empty(),
+           "{} holds the runs of another sweep ({} differ from {}'s): they would be resumed or "
+           "reported under settings they were not started with. Use another --out, or the sweep "
+           "file they came from ({})",
+           out.string(), fmt::join(changed, ", "), spec.file.string(),
+           before.value("sweep_file", std::string("?")));
+  if (!allowed.empty())
+    log::info("sweep: continuing with {} changed (as a resumed run may)", fmt::join(allowed, ", "));
+}
+
 // A run of the sweep: its own process group (a terminal's Ctrl-C reaches the sweep alone, which
 // passes one SIGTERM on; a run takes a second signal as "stop at once"), SIGTERM when the sweep
 // dies, output appended to its log.
@@ -961,7 +1027,11 @@ SweepOutcome run_sweep(const SweepSpec& spec, const SweepOptions& options) {
   check_sweep_options(spec, options);
   fs::create_directories(options.out);
   io::RunLock lock;
-  if (!options.dry_run && !options.only) lock = io::RunLock::acquire(options.out);
+  if (!options.dry_run && !options.only) {
+    lock = io::RunLock::acquire(options.out);
+    lock.keep_file();
+  }
+  check_same_sweep(spec, options.out);
   if (!options.only)
     write_manifest(spec, options.out);
   else if (!fs::exists(options.out / "sweep.json"))

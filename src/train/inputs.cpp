@@ -164,7 +164,10 @@ TrainingInputs load_training_inputs(const Config& config, const TrainOptions& op
   log::info("data: {} training pairs ({}), {} dev", in.corpus.train.size(),
             in.corpus.train_filter.summary(), in.corpus.dev.size());
   std::optional<run::CheckpointInfo> start;
-  if (options.init_from) start = run::read_checkpoint_info(*options.init_from);
+  if (options.init_from) {
+    run::require_ungated(*options.init_from, "starting from its model alone");
+    start = run::read_checkpoint_info(*options.init_from);
+  }
   load_vocab(config, start, in);
   encode_examples(config, in);
   in.model = build_model(config, options, start, in);

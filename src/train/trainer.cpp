@@ -684,7 +684,10 @@ io::RunLock check_run_folder(const Config& config, const fs::path& run_dir, int 
              "overwrite it; give the run another --out",
              run_dir.string());
   }
-  if (!has_checkpoint || !fs::exists(saved, ec)) return lock;
+  if (!has_checkpoint || !fs::exists(saved, ec)) {
+    lock.keep_file();  // the folder is (or becomes) this run's
+    return lock;
+  }
   const Config before = load_config_file(saved);
   std::vector<std::string> blocking;
   for (const auto& key : changed_keys(before, config)) {
@@ -705,6 +708,7 @@ io::RunLock check_run_folder(const Config& config, const fs::path& run_dir, int 
            "{} holds a run with another config: {}. Use another --out, or the run's own config "
            "({})",
            run_dir.string(), fmt::join(blocking, ", "), saved.string());
+  lock.keep_file();
   return lock;
 }
 

@@ -13,9 +13,12 @@ struct NamedPath {
   std::filesystem::path path;
 };
 
-// An error naming both when an output is one of `inputs` or another output; "-" (stdout or stdin)
-// and paths that do not exist yet are never the same file.
+// An error naming both when an output is one of `inputs` or another output (by any spelling of
+// the path, or through a link); "-" (stdout or stdin) is never a file.
 void refuse_overwriting(const std::vector<NamedPath>& outputs,
                         const std::vector<NamedPath>& inputs);
+// An error when an output lies inside `folder` (a checkpoint the command reads): writing there
+// would replace one of its files.
+void refuse_writing_into(const std::vector<NamedPath>& outputs, const NamedPath& folder);
 
 }  // namespace headcount::io

@@ -39,10 +39,16 @@ class RunLock {
   ~RunLock();
   bool held() const { return fd_ >= 0; }
 
+  // The folder is the run's (it passed its checks): its lock file stays when the lock is released.
+  // Until then a lock file that acquire created goes with the lock, so that a refused folder is
+  // left as it was found.
+  void keep_file();
+
  private:
   void release() noexcept;
   int fd_ = -1;
-  fs::path created_;  // the folder, when acquire created it
+  fs::path created_;   // the folder, when acquire created it
+  fs::path new_file_;  // the lock file, when acquire created it and keep_file was not called
 };
 
 // Appends one line (plus '\n') to an event log; a failed write (disk full) is an error naming the
