@@ -125,6 +125,28 @@ TEST(Vocab, CacheReusedUntilInputsOrOptionsChange) {
   EXPECT_EQ(en.decode(en.encode("the dog")), "the dog");
 }
 
+TEST(Vocab, ACacheEntryReplacedSinceItWasTrainedIsAnErrorNamingIt) {
+  TempDir dir;
+  write_corpus(dir / "train.es", dir / "train.en");
+  VocabConfig c;
+  c.size = 50;
+  c.byte_fallback = false;
+  c.joint = false;
+  c.cache_dir = (dir / "cache").string();
+  const auto first = data::train_or_load_vocab(c, dir / "train.es", dir / "train.en", 1, 1);
+  // Another valid model in its place (the target side's), as a hand or a disk could put it there.
+  fs::copy_file(first.tgt_model, first.src_model, fs::copy_options::overwrite_existing);
+  const std::string e = testing::error_of(
+      [&] { data::train_or_load_vocab(c, dir / "train.es", dir / "train.en", 1, 1); });
+  EXPECT_NE(e.find(first.src_model.string() + ": not the model this cache entry was trained as"),
+            std::string::npos)
+      << e;
+  EXPECT_NE(e.find("remove " + first.src_model.parent_path().string()), std::string::npos) << e;
+  // Removed as the message says, it is trained again.
+  fs::remove_all(first.src_model.parent_path());
+  EXPECT_FALSE(data::train_or_load_vocab(c, dir / "train.es", dir / "train.en", 1, 1).from_cache);
+}
+
 TEST(Vocab, TheSameDataGivesTheSameModelBytesInAnyFolder) {
   TempDir dir;
   write_corpus(dir / "train.es", dir / "train.en");

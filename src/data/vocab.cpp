@@ -113,6 +113,39 @@ void train_sentencepiece(const std::vector<fs::path>& inputs, const fs::path& mo
   io::write_file_atomic(model_prefix.string() + ".model", bytes);
 }
 
+namespace {
+
+// A cache entry's models against the hashes it recorded when it was trained: an entry replaced
+// or damaged since would give a new run another vocabulary than its corpus and options make.
+// (Entries written before the hashes were recorded are reused unchecked.)
+void check_cache_entry(const fs::path& dir) {
+  const fs::path file = dir / "options.json";
+  nlohmann::json info;
+  try {
+    info = nlohmann::json::parse(io::read_file(file));
+  } catch (const nlohmann::json::exception& e) {
+    HC_FAIL("{}: not JSON ({}): a damaged vocabulary cache entry; remove {} to train it again",
+            file.string(), e.what(), dir.string());
+  }
+  if (!info.is_object() || !info.contains("models_xxh64") || !info["models_xxh64"].is_object())
+    return;
+  for (const auto& [name, hash] : info["models_xxh64"].items()) {
+    const fs::path model = dir / name;
+    std::error_code ec;
+    HC_CHECK(fs::exists(model, ec),
+             "{}: missing from the vocabulary cache entry; remove {} to "
+             "train it again",
+             model.string(), dir.string());
+    const std::string now = io::hex64(io::xxh64_file(model));
+    HC_CHECK(hash.is_string() && now == hash.get<std::string>(),
+             "{}: not the model this cache entry was trained as (XXH64 {}, recorded {}): replaced "
+             "or damaged; remove {} to train it again from the same corpus and options",
+             model.string(), now, hash.dump(), dir.string());
+  }
+}
+
+}  // namespace
+
 VocabFiles train_or_load_vocab(const VocabConfig& c, const fs::path& train_src,
                                const fs::path& train_tgt, int seed, int threads) {
   // Read more than once (by the corpus loader, hashed here for the cache key, then by
@@ -141,6 +174,7 @@ VocabFiles train_or_load_vocab(const VocabConfig& c, const fs::path& train_src,
               c.cache_dir);
   std::error_code ec;
   if (fs::exists(dir / "options.json", ec)) {
+    check_cache_entry(dir);
     out.from_cache = true;
     log::info("vocabulary: reusing {}", dir.string());
     return out;
@@ -164,6 +198,11 @@ VocabFiles train_or_load_vocab(const VocabConfig& c, const fs::path& train_src,
     info["options"] = options;
     info["train_src"] = train_src.string();
     info["train_tgt"] = train_tgt.string();
+    // What the entry holds, checked whenever it is reused.
+    nlohmann::ordered_json models;
+    for (const char* name : {"joint.model", "src.model", "tgt.model"})
+      if (fs::exists(tmp / name, ec)) models[name] = io::hex64(io::xxh64_file(tmp / name));
+    info["models_xxh64"] = models;
     io::write_file_atomic(tmp / "options.json", info.dump(2) + "\n");
     fs::rename(tmp, dir, ec);
     if (ec && !fs::exists(dir / "options.json")) {
