@@ -75,6 +75,15 @@ TEST(AnalysisRecords, CompareJsonReadsBackWhatWasWritten) {
   r.top_importance_heads = {{"enc_self L0 H0", 0.75, std::nullopt}, {"dec_self L0 H1", 0.5, 3.0}};
   const auto file = AnalysisFolder{dir.path()}.compare();
   write_compare_record(file, r);
+  // The keys the report and earlier records use, by name (not only the reader's own view).
+  const auto j = nlohmann::json::parse(io::read_file(file));
+  EXPECT_EQ(j.at("removed_heads"), 3);
+  EXPECT_EQ(j.at("bleu_l0_heads_masked_no_finetuning"), 19.25);
+  EXPECT_EQ(j.at("bleu_michel_same_counts_masked_no_finetuning"), 18.0);
+  EXPECT_EQ(j.at("bleu_michel_pruned_finetuned_same_budget"), 21.0);
+  EXPECT_TRUE(j.at("bleu_l0_pruned_checkpoint_finetuned").is_null());
+  EXPECT_TRUE(j.at("spearman_importance_vs_removal_step").is_null());
+  EXPECT_EQ(j.at("spearman_confidence_vs_removal_step"), -0.5);
   const auto back = read_compare_record(file);
   EXPECT_EQ(back.method, "l0");
   EXPECT_EQ(back.removed_heads, 3u);

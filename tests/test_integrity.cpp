@@ -201,37 +201,46 @@ TEST(ResumeVocabulary, AReplacedCacheOrAnEditedCorpusIsRefusedOnResume) {
       io::write_lines_atomic(dir / name, lines);
     }
   };
+  // One line of a file made longer, as an edit would.
+  const auto extend_line = [](const fs::path& file, size_t i) {
+    auto lines = io::read_lines(file);
+    lines.at(i) += " and more";
+    io::write_lines_atomic(file, lines);
+  };
+  // The cached SentencePiece model replaced by another valid one (trained on the English side
+  // alone: another vocabulary); with `rerecord`, the cache entry's record updated to match.
+  const auto replace_cached_model = [](const TempDir& dir, const Config& c, bool rerecord) {
+    fs::path cached;
+    for (const auto& e : fs::recursive_directory_iterator(c.vocab.cache_dir))
+      if (e.path().filename() == "joint.model") cached = e.path();
+    ASSERT_FALSE(cached.empty());
+    data::train_sentencepiece({dir / "train.en"}, dir / "other", c.vocab, c.seed, 1);
+    ASSERT_NE(io::read_file(dir / "other.model"), io::read_file(cached));
+    fs::copy_file(dir / "other.model", cached, fs::copy_options::overwrite_existing);
+    if (!rerecord) return;
+    const fs::path options = cached.parent_path() / "options.json";
+    auto info = read_json(options);
+    info["models_xxh64"]["joint.model"] = io::hex64(io::xxh64_file(cached));
+    io::write_file_atomic(options, info.dump(2) + "\n");
+  };
   const std::vector<Row> rows = {
       {"nothing changed", [](const TempDir&, const Config&) {}, {}},
+      // The cache entry's own record finds it first.
       {"the cached SentencePiece model replaced by another valid one",
-       [](const TempDir& dir, const Config& c) {
-         fs::path cached;
-         for (const auto& e : fs::recursive_directory_iterator(c.vocab.cache_dir))
-           if (e.path().filename() == "joint.model") cached = e.path();
-         ASSERT_FALSE(cached.empty());
-         // Trained on the English side alone: a valid model, another vocabulary.
-         data::train_sentencepiece({dir / "train.en"}, dir / "other", c.vocab, c.seed, 1);
-         ASSERT_NE(io::read_file(dir / "other.model"), io::read_file(cached));
-         fs::copy_file(dir / "other.model", cached, fs::copy_options::overwrite_existing);
-       },
-       // The cache entry's own record finds it first (before the checkpoint's hashes would).
+       [&](const TempDir& dir, const Config& c) { replace_cached_model(dir, c, false); },
        {"joint.model: not the model this cache entry was trained as", "XXH64", "remove"}},
+      // Past the cache's record (edited too), the checkpoint's own hashes find it.
+      {"the cached model and its cache record replaced",
+       [&](const TempDir& dir, const Config& c) { replace_cached_model(dir, c, true); },
+       {"joint.model: not the vocabulary the checkpoint", "FNV-1a", "remove"}},
       {"lines deleted from both training files",
        [&](const TempDir& dir, const Config&) { drop_lines(dir); },
        {"train.es: the training corpus differs", "XXH64", "--init-from"}},
       {"a line of the target training file edited",
-       [](const TempDir& dir, const Config&) {
-         auto lines = io::read_lines(dir / "train.en");
-         lines[5] += " and more";
-         io::write_lines_atomic(dir / "train.en", lines);
-       },
+       [&](const TempDir& dir, const Config&) { extend_line(dir / "train.en", 5); },
        {"train.en: the training corpus differs", "XXH64", "--init-from"}},
       {"a line of the dev target file edited (the dev set decides `best`)",
-       [](const TempDir& dir, const Config&) {
-         auto lines = io::read_lines(dir / "dev.en");
-         lines[0] += " and more";
-         io::write_lines_atomic(dir / "dev.en", lines);
-       },
+       [&](const TempDir& dir, const Config&) { extend_line(dir / "dev.en", 0); },
        {"dev.en: the dev set differs", "XXH64", "early stopping"}},
   };
   for (const auto& row : rows) {
@@ -253,10 +262,13 @@ TEST(ResumeVocabulary, AReplacedCacheOrAnEditedCorpusIsRefusedOnResume) {
       continue;
     }
     for (const auto& part : row.expected) EXPECT_TRUE(contains(msg, part)) << part << ": " << msg;
-    // Both hashes: the one recorded and the one found (for the corpus: the checkpoint's record).
-    if (row.expected[0].rfind("joint", 0) != 0) {
+    // Both hashes: the one the checkpoint recorded and the one found (the cache's own record
+    // names its hashes instead).
+    if (!contains(row.expected[0], "cache entry")) {
+      const std::string key =
+          row.expected[0].rfind("joint", 0) == 0 ? "vocab_fnv1a" : "corpus_xxh64";
       bool names_recorded = false;
-      for (const auto& [name, hash] : recorded.at("corpus_xxh64").items())
+      for (const auto& [name, hash] : recorded.at(key).items())
         names_recorded = names_recorded || contains(msg, hash.get<std::string>());
       EXPECT_TRUE(names_recorded) << msg;
     }

@@ -93,15 +93,21 @@ TEST(Vocab, SentencePieceKeepsItsProtobufToItself) {
   EXPECT_EQ(v.decode(v.encode("el perro come")), "el perro come");
 }
 
-TEST(Vocab, CacheReusedUntilInputsOrOptionsChange) {
-  TempDir dir;
-  write_corpus(dir / "train.es", dir / "train.en");
+// Separate source and target models of 50 pieces, without byte fallback, cached in dir/cache.
+VocabConfig separate_vocab(const TempDir& dir) {
   VocabConfig c;
   c.size = 50;
   c.byte_fallback = false;
   c.joint = false;
-  c.model_type = "bpe";
   c.cache_dir = (dir / "cache").string();
+  return c;
+}
+
+TEST(Vocab, CacheReusedUntilInputsOrOptionsChange) {
+  TempDir dir;
+  write_corpus(dir / "train.es", dir / "train.en");
+  VocabConfig c = separate_vocab(dir);
+  c.model_type = "bpe";
   const auto first = data::train_or_load_vocab(c, dir / "train.es", dir / "train.en", 1, 1);
   EXPECT_NE(first.src_model, first.tgt_model);
   const auto again = data::train_or_load_vocab(c, dir / "train.es", dir / "train.en", 1, 1);
@@ -128,11 +134,7 @@ TEST(Vocab, CacheReusedUntilInputsOrOptionsChange) {
 TEST(Vocab, ACacheEntryReplacedSinceItWasTrainedIsAnErrorNamingIt) {
   TempDir dir;
   write_corpus(dir / "train.es", dir / "train.en");
-  VocabConfig c;
-  c.size = 50;
-  c.byte_fallback = false;
-  c.joint = false;
-  c.cache_dir = (dir / "cache").string();
+  const VocabConfig c = separate_vocab(dir);
   const auto first = data::train_or_load_vocab(c, dir / "train.es", dir / "train.en", 1, 1);
   // Another valid model in its place (the target side's), as a hand or a disk could put it there.
   fs::copy_file(first.tgt_model, first.src_model, fs::copy_options::overwrite_existing);

@@ -25,6 +25,7 @@
 #include "headcount/decode/translate.h"
 #include "headcount/eval/bleu.h"
 #include "headcount/model/loss.h"
+#include "headcount/model/shape.h"
 #include "headcount/run/checkpoint.h"
 #include "headcount/run/checkpoint_files.h"
 #include "headcount/run/run_folder.h"
@@ -369,14 +370,12 @@ RemovalOrder read_removal_order(const fs::path& run, const std::vector<HeadId>& 
              "{} started from {} (its prune.init_from), not from {}: its removal order is of that "
              "model's heads; give --checkpoint {}",
              run.string(), init, checkpoint, init);
-    const ModelConfig& a = run_config.model;
     const ModelConfig b = run::read_checkpoint_info(checkpoint).config.model;
-    HC_CHECK(a.d_model == b.d_model && a.ffn_dim == b.ffn_dim && a.heads == b.heads &&
-                 a.encoder_layers == b.encoder_layers && a.decoder_layers == b.decoder_layers,
-             "{} pruned a model of another shape than {} (d_model {} and {}, heads {} and {}, "
-             "layers {}+{} and {}+{}): give --checkpoint the run's prune.init_from",
-             run.string(), checkpoint, a.d_model, b.d_model, a.heads, b.heads, a.encoder_layers,
-             a.decoder_layers, b.encoder_layers, b.decoder_layers);
+    HC_CHECK(model::same_shape(run_config.model, b),
+             "{} pruned a model of another shape than {} ({} against {}): give --checkpoint the "
+             "run's prune.init_from",
+             run.string(), checkpoint, model::shape_summary(run_config.model),
+             model::shape_summary(b));
   }
   std::map<std::tuple<int, int64_t, int64_t>, size_t> index;
   for (size_t i = 0; i < heads.size(); ++i)

@@ -208,14 +208,18 @@ struct ForwardTape {
   torch::Tensor enc_out, memory, dec_out, final_h, logits;
 };
 
-void encoder_forward(model::TransformerImpl& m, const torch::Tensor& src, ForwardTape* f) {
-  const auto& cfg = m.config();
-  const bool pre = cfg.pre_norm;
-  const auto dtype = m.output_weight.scalar_type();
+// Token embeddings scaled by sqrt(D) [L, D] and the sinusoidal positions [L, D] of `ids`, kept
+// apart (relevance reaches each), as the model embeds them.
+void embed(model::TransformerImpl& m, torch::nn::EmbeddingImpl& table, const torch::Tensor& ids,
+           int64_t L, int64_t D, torch::Tensor* tok, torch::Tensor* pos) {
   const auto dev = m.output_weight.device();
-  const double emb_scale = std::sqrt(static_cast<double>(f->D));
-  f->src_tok = m.src_embed->weight.index_select(0, src.to(dev)) * emb_scale;
-  f->src_pos = model::sinusoidal_positions(f->S, f->D).to(dev, dtype);
+  *tok = table.weight.index_select(0, ids.to(dev)) * std::sqrt(static_cast<double>(D));
+  *pos = model::sinusoidal_positions(L, D).to(dev, m.output_weight.scalar_type());
+}
+
+void encoder_forward(model::TransformerImpl& m, const torch::Tensor& src, ForwardTape* f) {
+  const bool pre = m.config().pre_norm;
+  embed(m, *m.src_embed, src, f->S, f->D, &f->src_tok, &f->src_pos);
   auto x = f->src_tok + f->src_pos;
   const size_t n_enc = m.encoder_layers.size();
   f->enc_att.resize(n_enc);
@@ -230,15 +234,11 @@ void encoder_forward(model::TransformerImpl& m, const torch::Tensor& src, Forwar
 }
 
 void decoder_forward(model::TransformerImpl& m, const torch::Tensor& tgt_in, ForwardTape* f) {
-  const auto& cfg = m.config();
-  const bool pre = cfg.pre_norm;
-  const auto dtype = m.output_weight.scalar_type();
-  const auto dev = m.output_weight.device();
-  const double emb_scale = std::sqrt(static_cast<double>(f->D));
-  f->tgt_tok = m.tgt_embed->weight.index_select(0, tgt_in.to(dev)) * emb_scale;
-  f->tgt_pos = model::sinusoidal_positions(f->T, f->D).to(dev, dtype);
+  const bool pre = m.config().pre_norm;
+  embed(m, *m.tgt_embed, tgt_in, f->T, f->D, &f->tgt_tok, &f->tgt_pos);
   auto x = f->tgt_tok + f->tgt_pos;
-  const auto causal = model::causal_bias(f->T, dev).to(dtype);
+  const auto causal =
+      model::causal_bias(f->T, m.output_weight.device()).to(m.output_weight.scalar_type());
   const size_t n_dec = m.decoder_layers.size();
   f->dec_self.resize(n_dec);
   f->dec_cross.resize(n_dec);

@@ -12,6 +12,7 @@
 #include "headcount/data/corpus.h"
 #include "headcount/decode/translate.h"
 #include "headcount/model/architecture.h"
+#include "headcount/model/shape.h"
 #include "headcount/run/checkpoint_files.h"
 #include "headcount/run/run_folder.h"
 
@@ -23,16 +24,14 @@ double median_of(std::vector<double> v) {
   return v.empty() ? 0 : v[v.size() / 2];
 }
 
-// Another checkpoint of the same model (`other`, e.g. its pruned export) or a run's model config:
-// the same shape before pruning, and the same vocabulary where both record it.
+// Another checkpoint of the same model (e.g. its pruned export) or a run's model config: the same
+// shape before pruning.
 void check_same_shape(const ModelConfig& a, const ModelConfig& b, const std::string& what,
                       const std::string& checkpoint) {
-  HC_CHECK(a.d_model == b.d_model && a.ffn_dim == b.ffn_dim && a.heads == b.heads &&
-               a.encoder_layers == b.encoder_layers && a.decoder_layers == b.decoder_layers,
-           "{} is not of the model of {} (d_model {} and {}, heads {} and {}, layers {}+{} and "
-           "{}+{}): the comparison would be between two different models",
-           what, checkpoint, a.d_model, b.d_model, a.heads, b.heads, a.encoder_layers,
-           a.decoder_layers, b.encoder_layers, b.decoder_layers);
+  HC_CHECK(model::same_shape(a, b),
+           "{} is not of the model of {} ({} against {}): the comparison would be between two "
+           "different models",
+           what, checkpoint, model::shape_summary(a), model::shape_summary(b));
 }
 
 // The full model with the heads the prune run `mask_from` removed multiplied by 0 (no physical

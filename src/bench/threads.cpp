@@ -44,7 +44,7 @@ ThreadsResult bench_threads(const ThreadsOptions& a,
   for (int rep = 0; rep < a.repeats; ++rep) {
     for (auto& s : r.settings) {
       at::set_num_threads(s.intra);
-      set_blas_threads(s.blas);
+      runtime::set_blas_threads(s.blas);
       step();  // settle
       const auto t0 = std::chrono::steady_clock::now();
       step();

@@ -1,6 +1,5 @@
 #include "headcount/bench/timing.h"
 
-#include <dlfcn.h>
 #include <sys/resource.h>
 #include <torch/cuda.h>
 #include <torch/torch.h>
@@ -10,11 +9,6 @@
 #include "headcount/common/check.h"
 
 namespace headcount::bench {
-
-void set_blas_threads(int n) {
-  using SetFn = void (*)(int);
-  if (auto fn = reinterpret_cast<SetFn>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) fn(n);
-}
 
 void wait_for(const torch::Device& device) {
   if (device.is_cuda()) torch::cuda::synchronize(device.has_index() ? device.index() : -1);

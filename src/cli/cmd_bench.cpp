@@ -36,7 +36,7 @@ void run_blas() {
   // through the BLAS on its own threads, bf16 through oneDNN on LibTorch's threads.
   const int cores = runtime::num_cores();
   at::set_num_threads(1);
-  bench::set_blas_threads(cores);
+  runtime::set_blas_threads(cores);
   std::printf("fp32 matmul 2048^3: %.1f GFLOP/s (BLAS threads: %d)\n",
               bench::matmul_peak_gflops(false), cores);
   const std::string native = cpu_native_bf16();

@@ -6,6 +6,7 @@
 #include "commands.h"
 #include "headcount/common/check.h"
 #include "headcount/common/runtime.h"
+#include "headcount/run/checkpoint_files.h"
 
 namespace headcount::cli {
 
@@ -65,17 +66,8 @@ CLI::Validator number_in(double lo, double hi) {
 
 CLI::Validator checkpoint_folder() {
   return CLI::Validator(
-      [](std::string& value) -> std::string {
-        std::error_code ec;
-        const std::filesystem::path p(value);
-        if (std::filesystem::is_regular_file(p, ec)) {
-          const auto dir = p.has_parent_path() ? p.parent_path() : std::filesystem::path(".");
-          return fmt::format("{} is a file; a checkpoint is a folder: pass its folder {}", value,
-                             dir.string());
-        }
-        return "";  // a missing folder: the checkpoint reader's own error names it
-      },
-      "DIR");
+      // A missing folder: the checkpoint reader's own error names it.
+      [](std::string& value) { return run::checkpoint_folder_problem(value); }, "DIR");
 }
 
 CLI::Validator output_folder() {

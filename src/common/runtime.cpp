@@ -190,11 +190,13 @@ void apply_threads(const ThreadsConfig& threads, bool bf16) {
     } catch (const c10::Error&) {
     }
   });
-  using SetFn = void (*)(int);
-  if (auto fn = reinterpret_cast<SetFn>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) {
-    fn(threads.blas > 0 ? threads.blas : num_cores());
-  }
+  set_blas_threads(threads.blas > 0 ? threads.blas : num_cores());
   warn_if_slow_blas();
+}
+
+void set_blas_threads(int n) {
+  using SetFn = void (*)(int);
+  if (auto fn = reinterpret_cast<SetFn>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) fn(n);
 }
 
 void warn_if_slow_blas() {

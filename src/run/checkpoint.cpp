@@ -420,10 +420,8 @@ model::Architecture read_architecture_file(const fs::path& dir) {
 
 CheckpointInfo read_checkpoint_info(const fs::path& dir) {
   std::error_code ec;
-  HC_CHECK(!fs::is_regular_file(dir, ec),
-           "{} is a file; a checkpoint is a folder (the one holding model.pt, meta.json, ...): "
-           "pass {}",
-           dir.string(), dir.has_parent_path() ? dir.parent_path().string() : std::string("."));
+  const std::string problem = checkpoint_folder_problem(dir);
+  HC_CHECK(problem.empty(), "{}", problem);
   HC_CHECK(fs::exists(dir, ec), "checkpoint {} not found", dir.string());
   HC_CHECK(fs::is_directory(dir, ec), "{} is not a folder; a checkpoint is a folder", dir.string());
   for (const char* f :

@@ -1,8 +1,17 @@
 #include "headcount/run/checkpoint_files.h"
 
+#include <fmt/format.h>
+
 #include "headcount/common/check.h"
 
 namespace headcount::run {
+
+std::string checkpoint_folder_problem(const std::filesystem::path& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) return "";
+  return fmt::format("{} is a file; a checkpoint is a folder: pass its folder {}", path.string(),
+                     path.has_parent_path() ? path.parent_path().string() : std::string("."));
+}
 
 void require_ungated(const std::filesystem::path& dir, const std::string& what) {
   std::error_code ec;

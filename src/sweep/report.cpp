@@ -50,23 +50,20 @@ std::optional<json> read_json(const fs::path& p) {
   }
 }
 
-// Heads kept per attention type from an architecture.json (or pruning.json's heads_after).
-std::optional<std::vector<int64_t>> heads_of(const json& arch) {
-  std::vector<int64_t> out;
-  for (const char* t : kTypes) {
-    if (!arch.contains(t)) return std::nullopt;
-    int64_t n = 0;
-    for (const auto& h : arch[t]) n += h.get<int64_t>();
-    out.push_back(n);
-  }
-  return out;
-}
-
 // Heads kept per attention type.
 std::vector<int64_t> heads_of(const model::Architecture& a) {
   std::vector<int64_t> out;
   for (const auto t : model::kAttentionTypes) out.push_back(a.total(t));
   return out;
+}
+
+// The same from an architecture.json; nullopt where it is not a valid architecture.
+std::optional<std::vector<int64_t>> heads_of(const json& arch) {
+  try {
+    return heads_of(model::Architecture::from_json(arch));
+  } catch (const Error&) {
+    return std::nullopt;
+  }
 }
 
 // A prune run's pruning.json; nullopt (with a warning) when it cannot be read.

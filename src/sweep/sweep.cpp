@@ -32,6 +32,7 @@
 #include "headcount/common/text.h"
 #include "headcount/prune/outcome.h"
 #include "headcount/run/run_folder.h"
+#include "headcount/train/trainer.h"
 
 namespace headcount::sweep {
 namespace {
@@ -700,13 +701,6 @@ void write_manifest(const SweepSpec& spec, const fs::path& out) {
   io::write_file_atomic(out / "sweep.json", sweep_manifest(spec).dump(2) + "\n");
 }
 
-// The keys a run may change on resume (train::check_run_folder's rule): the budget and schedule,
-// threads, decoding, the device.
-bool changeable_on_resume(const std::string& key) {
-  return (key.rfind("train.", 0) == 0 && key != "train.best_metric") ||
-         key.rfind("threads.", 0) == 0 || key.rfind("decode.", 0) == 0 || key == "device";
-}
-
 // The keys of two maps key -> value whose values differ (or that only one has), into `changed`
 // (the ones a resume may change into `allowed`).
 void compare_settings(const nlohmann::json& a, const nlohmann::json& b, const std::string& where,
@@ -719,7 +713,7 @@ void compare_settings(const nlohmann::json& a, const nlohmann::json& b, const st
     const auto va = a.is_object() ? a.value(k, nlohmann::json()) : nlohmann::json();
     const auto vb = b.is_object() ? b.value(k, nlohmann::json()) : nlohmann::json();
     if (va == vb) continue;
-    (changeable_on_resume(k) ? allowed : changed).push_back(where + k);
+    (train::resume_may_change(k) ? allowed : changed).push_back(where + k);
   }
 }
 

@@ -650,6 +650,13 @@ void Trainer::write_summary(const TrainSummary& summary, double seconds, int64_t
   io::write_file_atomic(folder().summary(), done.dump(2) + "\n");
 }
 
+bool resume_may_change(const std::string& key) {
+  // train.best_metric is the scale of the recorded best score (BLEU, or minus the loss): a resume
+  // under the other one would compare scores of two kinds.
+  return (key.rfind("train.", 0) == 0 && key != "train.best_metric") ||
+         key.rfind("threads.", 0) == 0 || key.rfind("decode.", 0) == 0 || key == "device";
+}
+
 io::RunLock check_run_folder(const Config& config, const fs::path& run_dir, int rank) {
   std::error_code ec;
   HC_CHECK(!fs::exists(run_dir, ec) || fs::is_directory(run_dir, ec),
@@ -691,12 +698,7 @@ io::RunLock check_run_folder(const Config& config, const fs::path& run_dir, int 
   const Config before = load_config_file(saved);
   std::vector<std::string> blocking;
   for (const auto& key : changed_keys(before, config)) {
-    // train.best_metric is the scale of the recorded best score (BLEU, or minus the loss): a
-    // resume under the other one would compare scores of two kinds.
-    const bool allowed = (key.rfind("train.", 0) == 0 && key != "train.best_metric") ||
-                         key.rfind("threads.", 0) == 0 || key.rfind("decode.", 0) == 0 ||
-                         key == "device";
-    if (allowed) {
+    if (resume_may_change(key)) {
       log::info("resuming with {} changed: {} -> {}", key, config_value(before, key),
                 config_value(config, key));
     } else {

@@ -10,9 +10,6 @@
 
 namespace headcount::bench {
 
-// Sets OpenBLAS's thread count where the BLAS is OpenBLAS (otherwise nothing).
-void set_blas_threads(int n);
-
 // Waits for the work queued on `device`: CUDA runs asynchronously, so a clock read without it
 // times the launches, not the arithmetic.
 void wait_for(const torch::Device& device);

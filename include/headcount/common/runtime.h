@@ -60,6 +60,8 @@ std::string blas_kernel_note();
 // Warns loudly (once per process) when the BLAS is slow. Free when OpenBLAS is loaded; otherwise
 // it times a small matmul. Every command calls it at start-up.
 void warn_if_slow_blas();
+// OpenBLAS's own thread count (nothing for another BLAS).
+void set_blas_threads(int n);
 // Keeps freed memory in the process for reuse instead of returning it to the operating system
 // (glibc: no mmap'd chunks, no trimming of the heap). A training step frees and re-allocates the
 // same large tensors every step (64 MB of logits, 8 MB FFN activations); served by fresh mmaps

@@ -40,6 +40,10 @@ struct CheckpointFolder {
 
 namespace headcount::run {
 
+// Why `path` cannot be a checkpoint folder, or "": a file given for its folder (the message says
+// which folder to pass). Both the checkpoint reader and the command line's early check use it.
+std::string checkpoint_folder_problem(const std::filesystem::path& path);
+
 // A checkpoint of a prune run in training holds its gates beside the model (gates.pt): the model
 // alone is not what the run evaluated (its gates scale the heads). An error naming the checkpoint
 // and what to use instead, for the commands that would read the model alone (`what`).

@@ -136,6 +136,10 @@ class Trainer {
   int64_t allreduce_bytes_ = 0;  // sent by this process in the last step's gradient all-reduce
 };
 
+// The config keys a resumed run may change (logged): the budget and schedule (train.*, but for
+// train.best_metric, the scale of the recorded best score), threads.*, decode.*, device. The
+// sweep applies the same rule to a sweep file given again on its runs.
+bool resume_may_change(const std::string& key);
 // Before starting or resuming `run_dir`: takes its lock (rank 0; held until the returned object
 // goes: a second process on the folder is an error naming the first one's PID), removes
 // temporaries left by dead processes, and refuses a config whose model, data, vocabulary, seed or
