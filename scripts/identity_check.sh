@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# A fixed-seed tiny `train` run and four `prune` runs (lambda, target head count, Fisher, the other
-# config choices), with eval, translate, analyze heads/align/relevance and the report over the
+# A fixed-seed tiny `train` run and five `prune` runs (lambda, target head count, Fisher with the
+# one-pass and the sequential refit, the other config choices), with eval, translate, analyze heads/align/relevance and the report over the
 # committed reference records, whose outputs must not change under a refactoring:
 # prints one sha256 per file (weights of every checkpoint, metrics.jsonl and gates.jsonl without
 # their wall-clock fields, head_removal.csv, pruning.json without timings). Run it with the
@@ -38,6 +38,12 @@ common=(--set threads.intra_op=1 --set train.log_every=10 --set train.precision=
   --set prune.init_from="$out/train/checkpoints/last" --set prune.target_heads=12 \
   --set prune.reconstruct_mode=one_pass \
   --set train.eval_max_sentences=20 --out "$out/prune-fisher" >"$out/prune-fisher.log" 2>&1
+# And the sequential refit (the default): both residual streams walked layer by layer through
+# the model's own sublayers.
+"$bin" prune configs/tiny.yaml configs/quickstart-prune.yaml "${common[@]}" --method fisher \
+  --set prune.init_from="$out/train/checkpoints/last" --set prune.target_heads=12 \
+  --set prune.reconstruct_mode=sequential_stream \
+  --set train.eval_max_sentences=20 --out "$out/prune-fisher-seq" >"$out/prune-fisher-seq.log" 2>&1
 
 # The other choices of the config: a linear lambda schedule, L_C as a sum, per-example gate noise,
 # a cosine learning rate, the best checkpoint by dev loss.
@@ -94,11 +100,11 @@ else:
 
 out_abs=$(realpath "$out")
 cd "$out"
-for f in $(find train prune prune-target prune-fisher prune-choices -name model.pt -o -name gates.pt -o -name head_removal.csv \
+for f in $(find train prune prune-target prune-fisher prune-fisher-seq prune-choices -name model.pt -o -name gates.pt -o -name head_removal.csv \
   -o -name architecture.json | sort); do
   echo "$(sha256sum <"$f" | cut -c1-16)  $f"
 done
-for f in $(find train prune prune-target prune-fisher prune-choices -maxdepth 1 -name '*.jsonl' -o -maxdepth 1 -name pruning.json \
+for f in $(find train prune prune-target prune-fisher prune-fisher-seq prune-choices -maxdepth 1 -name '*.jsonl' -o -maxdepth 1 -name pruning.json \
   -o -maxdepth 1 -name summary.json | sort) $(find eval analyze-* -name '*.json' | sort); do
   echo "$(strip_times "$f" | sha256sum | cut -c1-16)  $f (times stripped)"
 done

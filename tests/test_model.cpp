@@ -229,6 +229,81 @@ TEST(Transformer, IncrementalDecodingEqualsTeacherForcing) {
   }
 }
 
+// The trace of a forward pass (what relevance propagation reads) holds what the model computed:
+// each sublayer rebuilt from its traced pieces with plain LibTorch ops gives the next one's input,
+// and the traced final state gives the logits. Post- and pre-norm, a layer without heads.
+TEST(Transformer, ForwardTraceHoldsWhatTheModelComputed) {
+  torch::manual_seed(6);
+  namespace F = torch::nn::functional;
+  for (bool pre_norm : {false, true}) {
+    auto c = tiny_config();
+    c.pre_norm = pre_norm;
+    auto arch = model::Architecture::uniform(c);
+    arch.enc_dec = {4, 0};
+    model::Transformer m(c, arch, 20, 20);
+    m->eval();
+    auto src = torch::randint(4, 20, {B, S});
+    src[2][6] = data::kPadId;
+    const auto tgt = torch::randint(4, 20, {B, T});
+    model::ForwardTrace tr;
+    const auto logits = m->decode(tgt, m->encode(src, &tr), nullptr, &tr);
+    EXPECT_TRUE(torch::allclose(logits, m->forward(src, tgt), 1e-6, 1e-6));
+    auto ln = [&](torch::nn::LayerNorm& n, const torch::Tensor& x) {
+      return F::layer_norm(x, F::LayerNormFuncOptions({D}).weight(n->weight).bias(n->bias));
+    };
+    // A sublayer's output from its trace: the residual sum, normed after (post) or not (pre).
+    auto out = [&](torch::nn::LayerNorm& n, const model::SublayerTrace& t) {
+      EXPECT_TRUE(torch::allclose(t.input, pre_norm ? ln(n, t.x) : t.x, 1e-5, 1e-6));
+      EXPECT_TRUE(torch::allclose(t.sum, t.x + t.f, 1e-6, 1e-6));
+      return pre_norm ? t.sum : ln(n, t.sum);
+    };
+    auto attention = [&](MultiheadAttention& a, const model::SublayerTrace& t) {
+      if (a->num_heads() == 0) return a->out_proj_bias.expand({B, t.x.size(1), D});
+      const auto& at = t.attention;
+      const auto heads = torch::matmul(at.weights, at.values);  // [B, H, L, Dh]
+      EXPECT_TRUE(
+          torch::allclose(heads.transpose(1, 2).reshape_as(at.heads), at.heads, 1e-5, 1e-6));
+      return torch::linear(at.heads, a->out_proj_weight, a->out_proj_bias);
+    };
+    auto ffn = [&](auto& layer, const model::SublayerTrace& t) {
+      EXPECT_TRUE(torch::allclose(t.hidden, torch::relu(layer->fc1(t.input)), 1e-5, 1e-6));
+      return layer->fc2(t.hidden);
+    };
+    auto x = tr.src_tokens + tr.src_positions;
+    for (size_t l = 0; l < m->encoder_layers.size(); ++l) {
+      auto& L = m->encoder_layers[l];
+      const auto& t = tr.encoder[l];
+      EXPECT_TRUE(torch::allclose(t.self_attn.x, x, 1e-5, 1e-5)) << l;
+      EXPECT_TRUE(torch::allclose(t.self_attn.f, attention(L->self_attn, t.self_attn), 1e-5, 1e-5));
+      EXPECT_TRUE(torch::allclose(t.ffn.x, out(L->self_attn_norm, t.self_attn), 1e-5, 1e-5));
+      EXPECT_TRUE(torch::allclose(t.ffn.f, ffn(L, t.ffn), 1e-5, 1e-5));
+      x = out(L->ffn_norm, t.ffn);
+    }
+    EXPECT_TRUE(torch::allclose(tr.encoder_out, x, 1e-5, 1e-5));
+    EXPECT_TRUE(torch::allclose(tr.memory, pre_norm ? ln(m->encoder_norm, x) : x, 1e-5, 1e-5));
+    x = tr.tgt_tokens + tr.tgt_positions;
+    for (size_t l = 0; l < m->decoder_layers.size(); ++l) {
+      auto& L = m->decoder_layers[l];
+      const auto& t = tr.decoder[l];
+      EXPECT_TRUE(torch::allclose(t.self_attn.x, x, 1e-5, 1e-5)) << l;
+      EXPECT_TRUE(torch::allclose(t.self_attn.f, attention(L->self_attn, t.self_attn), 1e-5, 1e-5));
+      EXPECT_TRUE(torch::allclose(t.cross_attn.x, out(L->self_attn_norm, t.self_attn), 1e-5, 1e-5));
+      EXPECT_TRUE(
+          torch::allclose(t.cross_attn.f, attention(L->cross_attn, t.cross_attn), 1e-5, 1e-5));
+      EXPECT_TRUE(torch::allclose(t.ffn.x, out(L->cross_attn_norm, t.cross_attn), 1e-5, 1e-5));
+      x = out(L->ffn_norm, t.ffn);
+    }
+    EXPECT_TRUE(torch::allclose(tr.decoder_out, x, 1e-5, 1e-5));
+    EXPECT_TRUE(tr.decoder[1].cross_attn.attention.weights.numel() == 0 ||
+                !tr.decoder[1].cross_attn.attention.weights.defined());
+    const auto h = pre_norm ? ln(m->decoder_norm, x) : x;
+    EXPECT_TRUE(torch::allclose(torch::linear(h, m->output_weight), logits, 1e-4, 1e-5));
+    // Causal self-attention: no weight on a later position.
+    const auto w = tr.decoder[0].self_attn.attention.weights;  // [B, H, T, T]
+    EXPECT_EQ(torch::triu(w, 1).abs().max().item<float>(), 0.0f);
+  }
+}
+
 TEST(Transformer, PrunedArchitecturesAndTiedEmbeddings) {
   auto c = tiny_config();
   model::Architecture a = model::Architecture::uniform(c);

@@ -38,8 +38,10 @@ MultiheadAttentionImpl::MultiheadAttentionImpl(int64_t d_model, int64_t num_head
 
 torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& query,
                                               const torch::Tensor& memory,
-                                              const torch::Tensor& bias, KVCache* cache) {
+                                              const torch::Tensor& bias, KVCache* cache,
+                                              AttentionTrace* trace) {
   const int64_t B = query.size(0), T = query.size(1);
+  if (trace) *trace = AttentionTrace{};
   if (num_heads_ == 0) {
     last_weights_ = torch::Tensor();
     last_head_outputs_ = torch::Tensor();
@@ -98,6 +100,10 @@ torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& query,
   }
   auto weights = torch::softmax(scores, -1);  // [B, H, T, S], fp32
   if (record_) last_weights_ = weights.detach();
+  if (trace) {
+    trace->weights = weights;
+    trace->values = v;
+  }
   weights = model::dropout(weights, dropout_, is_training());
   auto heads = low_precision ? torch::matmul(weights.to(v.scalar_type()), v)
                              : batched_matmul(weights, v);  // [B, H, T, Dh]
@@ -110,7 +116,8 @@ torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& query,
     heads = heads * s;
   }
   if (record_) last_head_outputs_ = heads.detach();
-  auto merged = heads.transpose(1, 2).reshape({B, T, HD});       // [B, T, H*Dh]
+  auto merged = heads.transpose(1, 2).reshape({B, T, HD});  // [B, T, H*Dh]
+  if (trace) trace->heads = merged;
   return torch::linear(merged, out_proj_weight, out_proj_bias);  // [B, T, D]
 }
 

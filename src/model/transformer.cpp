@@ -50,21 +50,66 @@ EncoderLayerImpl::EncoderLayerImpl(const ModelConfig& c, int64_t heads, int64_t 
       register_module("ffn_norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.d_model})));
 }
 
-torch::Tensor EncoderLayerImpl::forward(torch::Tensor x, const torch::Tensor& bias) {
-  const bool train = is_training();
-  // Self-attention sublayer.
-  auto h = pre_norm_ ? self_attn_norm(x) : x;
-  h = self_attn->forward(h, h, bias);
-  x = x + model::dropout(h, dropout_, train);
-  if (!pre_norm_) x = self_attn_norm(x);
-  // Feed-forward sublayer.
-  h = pre_norm_ ? ffn_norm(x) : x;
-  h = torch::relu(fc1(h));
-  if (activation_dropout_ > 0) h = model::dropout(h, activation_dropout_, train);
-  h = fc2(h);
-  x = x + model::dropout(h, dropout_, train);
-  if (!pre_norm_) x = ffn_norm(x);
-  return x;  // [B, S, D]
+torch::Tensor sublayer_input(torch::nn::LayerNormImpl& norm, const torch::Tensor& x,
+                             bool pre_norm) {
+  return pre_norm ? norm.forward(x) : x;
+}
+
+torch::Tensor sublayer_output(torch::nn::LayerNormImpl& norm, const torch::Tensor& x,
+                              const torch::Tensor& f, bool pre_norm) {
+  const auto sum = x + f;
+  return pre_norm ? sum : norm.forward(sum);
+}
+
+namespace {
+
+// One residual sublayer: `f` reads the sublayer's input and fills the trace's own fields.
+template <typename F>
+torch::Tensor residual(torch::nn::LayerNormImpl& norm, bool pre_norm, double dropout, bool train,
+                       const torch::Tensor& x, SublayerTrace* trace, F&& f) {
+  const auto in = sublayer_input(norm, x, pre_norm);
+  const auto h = model::dropout(f(in), dropout, train);
+  if (trace) {
+    trace->x = x;
+    trace->input = in;
+    trace->f = h;
+    trace->sum = x + h;
+  }
+  return sublayer_output(norm, x, h, pre_norm);
+}
+
+// The position-wise feed-forward network fc2(drop(relu(fc1(x)))).
+torch::Tensor feed_forward(torch::nn::LinearImpl& fc1, torch::nn::LinearImpl& fc2,
+                           double activation_dropout, bool train, const torch::Tensor& x,
+                           SublayerTrace* trace) {
+  auto h = torch::relu(fc1.forward(x));
+  if (trace) trace->hidden = h;
+  if (activation_dropout > 0) h = model::dropout(h, activation_dropout, train);
+  return fc2.forward(h);
+}
+
+}  // namespace
+
+torch::Tensor EncoderLayerImpl::self_attention_block(const torch::Tensor& x,
+                                                     const torch::Tensor& bias,
+                                                     SublayerTrace* trace) {
+  return residual(
+      *self_attn_norm, pre_norm_, dropout_, is_training(), x, trace, [&](const torch::Tensor& in) {
+        return self_attn->forward(in, in, bias, nullptr, trace ? &trace->attention : nullptr);
+      });
+}
+
+torch::Tensor EncoderLayerImpl::feed_forward_block(const torch::Tensor& x, SublayerTrace* trace) {
+  return residual(*ffn_norm, pre_norm_, dropout_, is_training(), x, trace,
+                  [&](const torch::Tensor& in) {
+                    return feed_forward(*fc1, *fc2, activation_dropout_, is_training(), in, trace);
+                  });
+}
+
+torch::Tensor EncoderLayerImpl::forward(torch::Tensor x, const torch::Tensor& bias,
+                                        EncoderLayerTrace* trace) {
+  x = self_attention_block(x, bias, trace ? &trace->self_attn : nullptr);
+  return feed_forward_block(x, trace ? &trace->ffn : nullptr);  // [B, S, D]
 }
 
 DecoderLayerImpl::DecoderLayerImpl(const ModelConfig& c, int64_t self_heads, int64_t cross_heads,
@@ -82,27 +127,41 @@ DecoderLayerImpl::DecoderLayerImpl(const ModelConfig& c, int64_t self_heads, int
   ffn_norm = register_module("ffn_norm", ln());
 }
 
+torch::Tensor DecoderLayerImpl::self_attention_block(const torch::Tensor& x,
+                                                     const torch::Tensor& bias, KVCache* cache,
+                                                     SublayerTrace* trace) {
+  return residual(
+      *self_attn_norm, pre_norm_, dropout_, is_training(), x, trace, [&](const torch::Tensor& in) {
+        return self_attn->forward(in, in, bias, cache, trace ? &trace->attention : nullptr);
+      });
+}
+
+torch::Tensor DecoderLayerImpl::cross_attention_block(const torch::Tensor& x,
+                                                      const torch::Tensor& memory,
+                                                      const torch::Tensor& bias, KVCache* cache,
+                                                      SublayerTrace* trace) {
+  return residual(
+      *cross_attn_norm, pre_norm_, dropout_, is_training(), x, trace, [&](const torch::Tensor& in) {
+        return cross_attn->forward(in, memory, bias, cache, trace ? &trace->attention : nullptr);
+      });
+}
+
+torch::Tensor DecoderLayerImpl::feed_forward_block(const torch::Tensor& x, SublayerTrace* trace) {
+  return residual(*ffn_norm, pre_norm_, dropout_, is_training(), x, trace,
+                  [&](const torch::Tensor& in) {
+                    return feed_forward(*fc1, *fc2, activation_dropout_, is_training(), in, trace);
+                  });
+}
+
 torch::Tensor DecoderLayerImpl::forward(torch::Tensor x, const torch::Tensor& memory,
                                         const torch::Tensor& self_bias,
-                                        const torch::Tensor& cross_bias, DecoderLayerCache* cache) {
-  const bool train = is_training();
-  auto drop = [&](const torch::Tensor& t) { return model::dropout(t, dropout_, train); };
-  auto h = pre_norm_ ? self_attn_norm(x) : x;
-  h = self_attn->forward(h, h, self_bias, cache ? &cache->self_attn : nullptr);
-  x = x + drop(h);
-  if (!pre_norm_) x = self_attn_norm(x);
-
-  h = pre_norm_ ? cross_attn_norm(x) : x;
-  h = cross_attn->forward(h, memory, cross_bias, cache ? &cache->cross_attn : nullptr);
-  x = x + drop(h);
-  if (!pre_norm_) x = cross_attn_norm(x);
-
-  h = pre_norm_ ? ffn_norm(x) : x;
-  h = torch::relu(fc1(h));
-  if (activation_dropout_ > 0) h = model::dropout(h, activation_dropout_, train);
-  x = x + drop(fc2(h));
-  if (!pre_norm_) x = ffn_norm(x);
-  return x;  // [B, T, D]
+                                        const torch::Tensor& cross_bias, DecoderLayerCache* cache,
+                                        DecoderLayerTrace* trace) {
+  x = self_attention_block(x, self_bias, cache ? &cache->self_attn : nullptr,
+                           trace ? &trace->self_attn : nullptr);
+  x = cross_attention_block(x, memory, cross_bias, cache ? &cache->cross_attn : nullptr,
+                            trace ? &trace->cross_attn : nullptr);
+  return feed_forward_block(x, trace ? &trace->ffn : nullptr);  // [B, T, D]
 }
 
 void DecoderState::reorder(const torch::Tensor& index) {
@@ -176,10 +235,21 @@ torch::Tensor TransformerImpl::positions(int64_t offset, int64_t length,
 }
 
 torch::Tensor TransformerImpl::embed(torch::nn::Embedding& table, const torch::Tensor& tokens,
-                                     int64_t offset) {
-  auto x = table(tokens) * std::sqrt(static_cast<double>(config_.d_model));  // [B, L, D]
-  x = x + positions(offset, tokens.size(1), tokens.device());
-  return model::dropout(x, config_.dropout, is_training());
+                                     int64_t offset, torch::Tensor* tokens_out,
+                                     torch::Tensor* positions_out) {
+  const auto tok = table(tokens) * std::sqrt(static_cast<double>(config_.d_model));  // [B, L, D]
+  const auto pos = positions(offset, tokens.size(1), tokens.device());               // [L, D]
+  if (tokens_out) *tokens_out = tok;
+  if (positions_out) *positions_out = pos.to(tok.scalar_type()).expand_as(tok);
+  return model::dropout(tok + pos, config_.dropout, is_training());
+}
+
+torch::Tensor TransformerImpl::finish_encoder(const torch::Tensor& x) {
+  return config_.pre_norm ? encoder_norm(x) : x;
+}
+
+torch::Tensor TransformerImpl::finish_decoder(const torch::Tensor& x) {
+  return config_.pre_norm ? decoder_norm(x) : x;
 }
 
 torch::Tensor TransformerImpl::source_bias(const torch::Tensor& src) {
@@ -189,14 +259,20 @@ torch::Tensor TransformerImpl::source_bias(const torch::Tensor& src) {
       .view({src.size(0), 1, 1, src.size(1)});  // [B, 1, 1, S]
 }
 
-EncoderOutput TransformerImpl::encode(const torch::Tensor& src) {
+EncoderOutput TransformerImpl::encode(const torch::Tensor& src, ForwardTrace* trace) {
   EncoderOutput out;
   out.src_lengths = src.size(1) - src.eq(data::kPadId).sum(1);
   out.bias = source_bias(src);
-  auto x = embed_source(src);
-  for (auto& layer : encoder_layers) x = layer->forward(x, out.bias);
-  if (config_.pre_norm) x = encoder_norm(x);
-  out.memory = x;
+  if (trace) trace->encoder.assign(encoder_layers.size(), {});
+  auto x = trace ? embed(src_embed, src, 0, &trace->src_tokens, &trace->src_positions)
+                 : embed_source(src);
+  for (size_t i = 0; i < encoder_layers.size(); ++i)
+    x = encoder_layers[i]->forward(x, out.bias, trace ? &trace->encoder[i] : nullptr);
+  out.memory = finish_encoder(x);
+  if (trace) {
+    trace->encoder_out = x;
+    trace->memory = out.memory;
+  }
   return out;
 }
 
@@ -207,18 +283,23 @@ DecoderState TransformerImpl::start_state() const {
 }
 
 torch::Tensor TransformerImpl::decode(const torch::Tensor& tgt_in, const EncoderOutput& enc,
-                                      DecoderState* state) {
+                                      DecoderState* state, ForwardTrace* trace) {
   const int64_t offset = state ? state->steps : 0;
   const int64_t T = tgt_in.size(1);
-  auto x = embed_target(tgt_in, offset);
+  if (trace) trace->decoder.assign(decoder_layers.size(), {});
+  auto x = trace ? embed(tgt_embed, tgt_in, offset, &trace->tgt_tokens, &trace->tgt_positions)
+                 : embed_target(tgt_in, offset);
   // One new position attends to every cached one: no mask needed.
   torch::Tensor self_bias = (state && T == 1) ? torch::Tensor() : causal_bias(T, tgt_in.device());
   HC_CHECK(!state || offset == 0 || T == 1, "incremental decoding takes one position at a time");
   for (size_t i = 0; i < decoder_layers.size(); ++i) {
     x = decoder_layers[i]->forward(x, enc.memory, self_bias, enc.bias,
-                                   state ? &state->layers[i] : nullptr);
+                                   state ? &state->layers[i] : nullptr,
+                                   trace ? &trace->decoder[i] : nullptr);
   }
-  if (config_.pre_norm) x = decoder_norm(x);
+  if (trace) trace->decoder_out = x;
+  x = finish_decoder(x);
+  if (trace) trace->final_hidden = x;
   if (state) state->steps += T;
   return torch::linear(x, output_weight);  // [B, T, V]
 }

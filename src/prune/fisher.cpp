@@ -204,20 +204,6 @@ struct StreamBatch {
   torch::Tensor mo, mp;              // encoder outputs [B, S, D]
 };
 
-// x -> x + f(x) (pre-norm: f reads norm(x)) or norm(x + f(x)) (post-norm), as the layers do.
-torch::Tensor sublayer_input(torch::nn::LayerNorm& norm, const torch::Tensor& x, bool pre) {
-  return pre ? norm(x) : x;
-}
-torch::Tensor sublayer_output(torch::nn::LayerNorm& norm, const torch::Tensor& x,
-                              const torch::Tensor& h, bool pre) {
-  return pre ? x + h : norm(x + h);
-}
-template <typename Layer>
-torch::Tensor feed_forward(Layer& layer, const torch::Tensor& x, bool pre) {
-  const auto h = layer->fc2(torch::relu(layer->fc1(sublayer_input(layer->ffn_norm, x, pre))));
-  return sublayer_output(layer->ffn_norm, x, h, pre);
-}
-
 // Both residual streams walked sublayer by sublayer over the calibration batches; the pruned
 // model's attention layers refit on the way (reconstruct_sequential).
 class SequentialPass {
@@ -257,8 +243,8 @@ class SequentialPass {
       feed_forward_both(r, p);
     }
     for (auto& s : batches_) {
-      s.mo = pre_ ? reference_->encoder_norm(s.xo) : s.xo;
-      s.mp = pre_ ? pruned_->encoder_norm(s.xp) : s.xp;
+      s.mo = reference_->finish_encoder(s.xo);
+      s.mp = pruned_->finish_encoder(s.xp);
       s.xo = reference_->embed_target(s.tgt_in);
       s.xp = pruned_->embed_target(s.tgt_in);
     }
@@ -281,11 +267,13 @@ class SequentialPass {
     bool encoder, self;
   };
 
-  torch::Tensor forward(Sublayer& l, StreamBatch& s, bool ref) {
-    const auto q = sublayer_input(ref ? l.rn : l.pn, ref ? s.xo : s.xp, pre_);
+  // The sublayer's f (before the residual), through the model's own attention and norm placement.
+  torch::Tensor forward(Sublayer& l, StreamBatch& s, bool ref,
+                        model::AttentionTrace* trace = nullptr) {
+    const auto q = model::sublayer_input(*(ref ? l.rn : l.pn), ref ? s.xo : s.xp, pre_);
     const auto& bias = l.encoder || !l.self ? s.src_bias : s.self_bias;
     const auto& memory = l.self ? q : (ref ? s.mo : s.mp);
-    return (ref ? l.ra : l.pa)->forward(q, memory, bias);
+    return (ref ? l.ra : l.pa)->forward(q, memory, bias, nullptr, trace);
   }
 
   // Refits `l.pa` when it has lost heads, then moves both streams past the sublayer.
@@ -301,8 +289,8 @@ class SequentialPass {
       const auto hp = zp.empty() || l.pa->num_heads() == 0
                           ? forward(l, s, false)
                           : torch::linear(zp[i], l.pa->out_proj_weight, l.pa->out_proj_bias);
-      s.xo = sublayer_output(l.rn, s.xo, ho[i], pre_);
-      s.xp = sublayer_output(l.pn, s.xp, hp, pre_);
+      s.xo = model::sublayer_output(*l.rn, s.xo, ho[i], pre_);
+      s.xp = model::sublayer_output(*l.pn, s.xp, hp, pre_);
     }
   }
 
@@ -314,18 +302,13 @@ class SequentialPass {
     // Normal equations in double on the host, as in calibrate(): z and y are copied there.
     auto a = torch::zeros({k + 1, k + 1}, torch::kDouble);   // device: cpu (host accumulator)
     auto c = torch::zeros({k + 1, width_}, torch::kDouble);  // device: cpu (host accumulator)
-    pa->set_record(true);
-    struct RecordOff {  // also when a forward throws
-      model::MultiheadAttention a;
-      ~RecordOff() { a->set_record(false); }
-    } record_off{pa};
     std::vector<torch::Tensor> zp;
     for (size_t i = 0; i < batches_.size(); ++i) {
       auto& s = batches_[i];
       const auto& rows = l.encoder ? s.src_rows : s.tgt_rows;
-      forward(l, s, false);
-      zp.push_back(k > 0 ? merged_heads(pa->last_head_outputs())
-                         : s.xp.new_empty({s.xp.size(0), s.xp.size(1), 0}));
+      model::AttentionTrace trace;
+      forward(l, s, false, &trace);
+      zp.push_back(k > 0 ? trace.heads : s.xp.new_empty({s.xp.size(0), s.xp.size(1), 0}));
       const auto z = design_rows(zp.back(), rows);
       auto y = mode_ == ReconstructMode::kSequentialStream ? ho[i] + s.xo - s.xp : ho[i];
       y = y.reshape({-1, width_}).index_select(0, rows).to(torch::kDouble).cpu();
@@ -343,8 +326,8 @@ class SequentialPass {
   template <typename Layer>
   void feed_forward_both(Layer& r, Layer& p) {
     for (auto& s : batches_) {
-      s.xo = feed_forward(r, s.xo, pre_);
-      s.xp = feed_forward(p, s.xp, pre_);
+      s.xo = r->feed_forward_block(s.xo);
+      s.xp = p->feed_forward_block(s.xp);
     }
   }
 

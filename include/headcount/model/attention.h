@@ -21,6 +21,14 @@ struct KVCache {
   torch::Tensor k, v;
 };
 
+// What one forward call computed inside the layer, for passes that need its pieces (relevance
+// propagation, Fisher's reconstruction): undefined for a layer without heads.
+struct AttentionTrace {
+  torch::Tensor weights;  // [B, H, T, S] after the softmax, before dropout
+  torch::Tensor values;   // [B, H, S, Dh]
+  torch::Tensor heads;    // [B, T, H*Dh] the merged head outputs (after the head scale)
+};
+
 class MultiheadAttentionImpl : public torch::nn::Module {
  public:
   // `self_attention` fuses the query, key and value projections into one matmul.
@@ -30,9 +38,11 @@ class MultiheadAttentionImpl : public torch::nn::Module {
   // query [B, T, D]; memory [B, S, D] (unused for self-attention); bias: additive mask
   // broadcastable to [B, H, T, S] (-inf where attention is forbidden), or undefined.
   // With `cache`, self-attention appends this step's keys and values to it; encoder-decoder
-  // attention computes them from `memory` once and reuses them.
+  // attention computes them from `memory` once and reuses them. With `trace`, the weights, values
+  // and head outputs of this call are kept there.
   torch::Tensor forward(const torch::Tensor& query, const torch::Tensor& memory,
-                        const torch::Tensor& bias, KVCache* cache = nullptr);
+                        const torch::Tensor& bias, KVCache* cache = nullptr,
+                        AttentionTrace* trace = nullptr);
 
   int64_t num_heads() const { return num_heads_; }
   int64_t head_dim() const { return head_dim_; }

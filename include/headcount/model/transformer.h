@@ -18,11 +18,50 @@
 
 namespace headcount::model {
 
+// What one residual sublayer computed, kept when a trace is passed (relevance propagation reads
+// it back). Post-norm: out = LN(x + f(x)); pre-norm: out = x + f(LN(x)).
+struct SublayerTrace {
+  torch::Tensor x;           // the residual stream entering [B, L, D]
+  torch::Tensor input;       // what f read: LN(x) pre-norm, x post-norm
+  torch::Tensor f;           // f's output, after dropout
+  torch::Tensor sum;         // x + f (post-norm: the norm's input)
+  AttentionTrace attention;  // attention sublayers
+  torch::Tensor hidden;      // feed-forward sublayers: the activation's output [B, L, F]
+};
+struct EncoderLayerTrace {
+  SublayerTrace self_attn, ffn;
+};
+struct DecoderLayerTrace {
+  SublayerTrace self_attn, cross_attn, ffn;
+};
+// A whole forward pass: encode() fills the source half, decode() the target half.
+struct ForwardTrace {
+  torch::Tensor src_tokens, src_positions;  // scaled embeddings and positions [B, S, D]
+  torch::Tensor tgt_tokens, tgt_positions;  // [B, T, D]
+  std::vector<EncoderLayerTrace> encoder;
+  std::vector<DecoderLayerTrace> decoder;
+  torch::Tensor encoder_out;   // the last encoder layer's output [B, S, D]
+  torch::Tensor memory;        // what the decoder attends to (pre-norm: normed encoder_out)
+  torch::Tensor decoder_out;   // the last decoder layer's output [B, T, D]
+  torch::Tensor final_hidden;  // what the output projection reads (pre-norm: normed)
+};
+
+// The residual connection around a sublayer, in the model's norm placement: the sublayer's input
+// (LN(x) pre-norm, x post-norm) and the stream after it (x + f pre-norm, LN(x + f) post-norm).
+// Every layer is built from these; layer-by-layer passes (Fisher's reconstruction) use them too.
+torch::Tensor sublayer_input(torch::nn::LayerNormImpl& norm, const torch::Tensor& x, bool pre_norm);
+torch::Tensor sublayer_output(torch::nn::LayerNormImpl& norm, const torch::Tensor& x,
+                              const torch::Tensor& f, bool pre_norm);
+
 class EncoderLayerImpl : public torch::nn::Module {
  public:
   EncoderLayerImpl(const ModelConfig& c, int64_t heads, int64_t head_dim);
-  // x [B, S, D]; bias [B, 1, 1, S] (padding)
-  torch::Tensor forward(torch::Tensor x, const torch::Tensor& bias);
+  // x [B, S, D]; bias [B, 1, 1, S] (padding). The two sublayers in order; forward is the pair.
+  torch::Tensor forward(torch::Tensor x, const torch::Tensor& bias,
+                        EncoderLayerTrace* trace = nullptr);
+  torch::Tensor self_attention_block(const torch::Tensor& x, const torch::Tensor& bias,
+                                     SublayerTrace* trace = nullptr);
+  torch::Tensor feed_forward_block(const torch::Tensor& x, SublayerTrace* trace = nullptr);
   MultiheadAttention self_attn{nullptr};
   torch::nn::Linear fc1{nullptr}, fc2{nullptr};
   torch::nn::LayerNorm self_attn_norm{nullptr}, ffn_norm{nullptr};
@@ -45,7 +84,14 @@ class DecoderLayerImpl : public torch::nn::Module {
   // cross_bias [B, 1, 1, S]
   torch::Tensor forward(torch::Tensor x, const torch::Tensor& memory,
                         const torch::Tensor& self_bias, const torch::Tensor& cross_bias,
-                        DecoderLayerCache* cache = nullptr);
+                        DecoderLayerCache* cache = nullptr, DecoderLayerTrace* trace = nullptr);
+  // The three sublayers in order; forward is their sequence.
+  torch::Tensor self_attention_block(const torch::Tensor& x, const torch::Tensor& bias,
+                                     KVCache* cache = nullptr, SublayerTrace* trace = nullptr);
+  torch::Tensor cross_attention_block(const torch::Tensor& x, const torch::Tensor& memory,
+                                      const torch::Tensor& bias, KVCache* cache = nullptr,
+                                      SublayerTrace* trace = nullptr);
+  torch::Tensor feed_forward_block(const torch::Tensor& x, SublayerTrace* trace = nullptr);
   MultiheadAttention self_attn{nullptr}, cross_attn{nullptr};
   torch::nn::Linear fc1{nullptr}, fc2{nullptr};
   torch::nn::LayerNorm self_attn_norm{nullptr}, cross_attn_norm{nullptr}, ffn_norm{nullptr};
@@ -74,12 +120,13 @@ class TransformerImpl : public torch::nn::Module {
   TransformerImpl(const ModelConfig& config, const Architecture& arch, int64_t src_vocab,
                   int64_t tgt_vocab);
 
-  // src [B, S] (int64, padded with kPadId) -> encoder output
-  EncoderOutput encode(const torch::Tensor& src);
+  // src [B, S] (int64, padded with kPadId) -> encoder output. With `trace`, every sublayer's
+  // pieces are kept there (the source half of a ForwardTrace).
+  EncoderOutput encode(const torch::Tensor& src, ForwardTrace* trace = nullptr);
   // tgt_in [B, T] -> logits [B, T, V]. With `state`, tgt_in holds only the new positions and the
-  // caches grow (incremental decoding).
+  // caches grow (incremental decoding). With `trace`, the target half of the pass is kept.
   torch::Tensor decode(const torch::Tensor& tgt_in, const EncoderOutput& enc,
-                       DecoderState* state = nullptr);
+                       DecoderState* state = nullptr, ForwardTrace* trace = nullptr);
   // Teacher-forced logits [B, T, V].
   torch::Tensor forward(const torch::Tensor& src, const torch::Tensor& tgt_in);
   DecoderState start_state() const;
@@ -92,6 +139,9 @@ class TransformerImpl : public torch::nn::Module {
     return embed(tgt_embed, tgt_in, offset);
   }
   static torch::Tensor source_bias(const torch::Tensor& src);
+  // After the last layer: the pre-norm model's final norm (identity post-norm).
+  torch::Tensor finish_encoder(const torch::Tensor& x);
+  torch::Tensor finish_decoder(const torch::Tensor& x);
 
   const Architecture& architecture() const { return arch_; }
   const ModelConfig& config() const { return config_; }
@@ -105,7 +155,8 @@ class TransformerImpl : public torch::nn::Module {
   torch::nn::LayerNorm encoder_norm{nullptr}, decoder_norm{nullptr};  // pre-norm only
 
  private:
-  torch::Tensor embed(torch::nn::Embedding& table, const torch::Tensor& tokens, int64_t offset);
+  torch::Tensor embed(torch::nn::Embedding& table, const torch::Tensor& tokens, int64_t offset,
+                      torch::Tensor* tokens_out = nullptr, torch::Tensor* positions_out = nullptr);
   torch::Tensor positions(int64_t offset, int64_t length, const torch::Device& device);
   ModelConfig config_;
   Architecture arch_;
