@@ -83,6 +83,70 @@ TEST(RunFolder, BadHeadRemovalFilesNameTheFileAndLine) {
   EXPECT_NE(msg.find("line 2: 3 fields, the header has 4"), std::string::npos) << msg;
 }
 
+// summary.json: one type for a trainer's and a post-training method's summary; each writes only
+// its own keys, and the file reads back to the same fields.
+TEST(RunFolder, SummaryOfEitherKindRoundTripsWithItsOwnKeys) {
+  TempDir dir;
+  const run::RunFolder f{dir.path()};
+  run::RunSummary train;
+  train.status = "early-stopped";
+  train.steps = 1200;
+  train.best_step = 800;
+  train.best_metric = "bleu";
+  train.best_score = 33.5;
+  train.precision = "fp32";
+  train.precision_reason = "configured";
+  train.train_seconds = 12.5;
+  train.target_tokens_per_s = 1000.25;
+  run::write_summary(f, train);
+  auto j = nlohmann::json::parse(io::read_file(f.summary()));
+  EXPECT_EQ(j.size(), 9u) << j.dump();
+  EXPECT_EQ(j.at("status"), "early-stopped");
+  EXPECT_EQ(j.at("best_step"), 800);
+  EXPECT_FALSE(j.contains("method"));
+  const auto back = run::read_summary(f);
+  EXPECT_EQ(back.status, train.status);
+  EXPECT_EQ(back.steps, 1200);
+  EXPECT_EQ(back.best_score, 33.5);
+  EXPECT_EQ(back.target_tokens_per_s, 1000.25);
+  EXPECT_FALSE(back.method.has_value());
+  EXPECT_FALSE(back.world_size.has_value());
+
+  run::RunSummary fisher;
+  fisher.command = "prune";
+  fisher.method = "fisher";
+  fisher.seconds = 3;
+  fisher.pruning_seconds = 2;
+  fisher.dev_bleu_start = 30.5;
+  fisher.dev_bleu_end = 29.25;
+  run::write_summary(f, fisher);
+  j = nlohmann::json::parse(io::read_file(f.summary()));
+  EXPECT_EQ(j.size(), 6u) << j.dump();
+  EXPECT_FALSE(j.contains("status"));
+  const auto fb = run::read_summary(f);
+  EXPECT_EQ(fb.method, "fisher");
+  EXPECT_EQ(fb.dev_bleu_end, 29.25);
+  EXPECT_FALSE(fb.steps.has_value());
+}
+
+TEST(RunFolder, BadSummariesNameTheFileAndKey) {
+  TempDir dir;
+  const run::RunFolder f{dir.path()};
+  io::write_file_atomic(f.summary(), "{\"status\": \"finished\", \"steps\": \"many\"}\n");
+  auto msg = testing::error_of([&] { run::read_summary(f); });
+  EXPECT_NE(msg.find("summary.json: \"steps\" is \"many\", expected a number"), std::string::npos)
+      << msg;
+  io::write_file_atomic(f.summary(), "[1, 2]\n");
+  msg = testing::error_of([&] { run::read_summary(f); });
+  EXPECT_NE(msg.find("summary.json: expected a JSON object"), std::string::npos) << msg;
+  io::write_file_atomic(f.summary(), "{\"steps\": 3}\n");
+  msg = testing::error_of([&] { run::read_summary(f); });
+  EXPECT_NE(msg.find("not a run summary"), std::string::npos) << msg;
+  io::write_file_atomic(f.summary(), "{\"status\": \n");
+  msg = testing::error_of([&] { run::read_summary(f); });
+  EXPECT_NE(msg.find("summary.json: not JSON"), std::string::npos) << msg;
+}
+
 TEST(RunFolder, GateSnapshotsRoundTripAndBadLinesAreNamed) {
   TempDir dir;
   const fs::path file = dir / "gates.jsonl";

@@ -975,13 +975,14 @@ PruneOutcome FisherPruning::outcome(const PruneResult& r, double removed_fisher)
 
 void FisherPruning::write_records(const PruneOutcome& o, const std::string& csv) {
   write_prune_outcome(folder_, o, csv);
-  PostTrainingSummary done;
+  run::RunSummary done;
+  done.command = "prune";
   done.method = "fisher";
   done.seconds = seconds_.pruning + seconds_.dev_evaluations;
   done.pruning_seconds = seconds_.pruning;
   done.dev_bleu_start = o.dev_bleu_start;
   done.dev_bleu_end = o.dev_bleu_end;
-  write_post_training_summary(folder_, done);
+  run::write_summary(folder_, done);
   log::info(
       "pruned (fisher): heads {} -> {}, parameters {} -> {}, decoding FLOPs x{:.3f}, dev BLEU "
       "{:.2f} -> {:.2f}; wrote {}",

@@ -1,4 +1,4 @@
-// pruning.json, README.md and a post-training method's summary.json (prune/outcome.h).
+// pruning.json and README.md (prune/outcome.h).
 #include "headcount/prune/outcome.h"
 
 #include <type_traits>
@@ -188,19 +188,6 @@ PruneOutcome read_prune_outcome(const fs::path& run_dir) {
     HC_FAIL("{}: not JSON ({})", file.string(), e.what());
   }
   return PruneOutcome::from_json(j, file.string());
-}
-
-nlohmann::ordered_json PostTrainingSummary::to_json() const {
-  return {{"command", command},
-          {"method", method},
-          {"seconds", seconds},
-          {"pruning_seconds", pruning_seconds},
-          {"dev_bleu_start", dev_bleu_start},
-          {"dev_bleu_end", dev_bleu_end}};
-}
-
-void write_post_training_summary(const run::RunFolder& folder, const PostTrainingSummary& summary) {
-  io::write_file_atomic(folder.summary(), summary.to_json().dump(2) + "\n");
 }
 
 }  // namespace headcount::prune

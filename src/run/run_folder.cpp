@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <map>
+#include <type_traits>
 
 #include "headcount/common/check.h"
 #include "headcount/common/io.h"
@@ -83,6 +84,76 @@ nlohmann::json GateSnapshot::to_json() const {
 
 void append_gates(const fs::path& file, const GateSnapshot& snapshot) {
   append_jsonl(file, snapshot.to_json());
+}
+
+namespace {
+
+// The summary's fields by key, in the order they are written; one list serves both directions.
+template <typename Summary, typename Visit>
+void summary_fields(Summary& s, Visit&& v) {
+  v("status", s.status);
+  v("command", s.command);
+  v("method", s.method);
+  v("steps", s.steps);
+  v("best_step", s.best_step);
+  v("best_metric", s.best_metric);
+  v("best_score", s.best_score);
+  v("precision", s.precision);
+  v("precision_reason", s.precision_reason);
+  v("train_seconds", s.train_seconds);
+  v("target_tokens_per_s", s.target_tokens_per_s);
+  v("world_size", s.world_size);
+  v("parameters_identical_across_processes", s.parameters_identical_across_processes);
+  v("seconds", s.seconds);
+  v("pruning_seconds", s.pruning_seconds);
+  v("dev_bleu_start", s.dev_bleu_start);
+  v("dev_bleu_end", s.dev_bleu_end);
+}
+
+}  // namespace
+
+nlohmann::ordered_json RunSummary::to_json() const {
+  nlohmann::ordered_json j = nlohmann::ordered_json::object();
+  summary_fields(*this, [&](const char* key, const auto& field) {
+    if (field) j[key] = *field;
+  });
+  return j;
+}
+
+RunSummary RunSummary::from_json(const nlohmann::json& j, const std::string& origin) {
+  HC_CHECK(j.is_object(), "{}: expected a JSON object", origin);
+  RunSummary s;
+  summary_fields(s, [&](const char* key, auto& field) {
+    const auto it = j.find(key);
+    if (it == j.end()) return;
+    using T = typename std::decay_t<decltype(field)>::value_type;
+    try {
+      field = it->template get<T>();
+    } catch (const nlohmann::json::exception&) {
+      HC_FAIL("{}: \"{}\" is {}, expected a {}", origin, key, it->dump(),
+              std::is_same_v<T, std::string> ? "string"
+              : std::is_same_v<T, bool>      ? "boolean"
+                                             : "number");
+    }
+  });
+  HC_CHECK(s.status || s.method, "{}: neither \"status\" nor \"method\": not a run summary",
+           origin);
+  return s;
+}
+
+void write_summary(const RunFolder& folder, const RunSummary& summary) {
+  io::write_file_atomic(folder.summary(), summary.to_json().dump(2) + "\n");
+}
+
+RunSummary read_summary(const RunFolder& folder) {
+  const auto file = folder.summary();
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(io::read_file(file));
+  } catch (const nlohmann::json::exception& e) {
+    HC_FAIL("{}: not JSON ({})", file.string(), e.what());
+  }
+  return RunSummary::from_json(j, file.string());
 }
 
 std::vector<GateSnapshot> read_gates(const fs::path& file) {

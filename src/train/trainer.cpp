@@ -632,22 +632,22 @@ int64_t Trainer::check_parameters_identical() {
 void Trainer::write_summary(const TrainSummary& summary, double seconds, int64_t differing) {
   // Written last: its presence means the run is complete (sweeps skip such runs).
   const auto& t = config_.train;
-  nlohmann::json done = {
-      {"status", summary.early_stopped ? "early-stopped" : "finished"},
-      {"steps", state_.step},
-      {"best_step", state_.best_step},
-      {"best_metric", choice_name(t.best_metric)},
-      {"best_score", t.best_metric == BestMetric::kBleu ? state_.best_score : -state_.best_score},
-      {"precision", inputs_.precision.name()},
-      {"precision_reason", inputs_.precision.reason},
-      {"train_seconds", seconds},
-      {"target_tokens_per_s", seconds > 0 ? state_.target_tokens / seconds : 0.0}};
+  run::RunSummary done;
+  done.status = summary.early_stopped ? "early-stopped" : "finished";
+  done.steps = state_.step;
+  done.best_step = state_.best_step;
+  done.best_metric = std::string(choice_name(t.best_metric));
+  done.best_score = t.best_metric == BestMetric::kBleu ? state_.best_score : -state_.best_score;
+  done.precision = inputs_.precision.name();
+  done.precision_reason = inputs_.precision.reason;
+  done.train_seconds = seconds;
+  done.target_tokens_per_s = seconds > 0 ? state_.target_tokens / seconds : 0.0;
   if (options_.comm) {
-    done["world_size"] = options_.world_size;
-    done["parameters_identical_across_processes"] = differing == 0;
+    done.world_size = options_.world_size;
+    done.parameters_identical_across_processes = differing == 0;
   }
   io::crash_point("train.before_summary");
-  io::write_file_atomic(folder().summary(), done.dump(2) + "\n");
+  run::write_summary(folder(), done);
 }
 
 bool resume_may_change(const std::string& key) {

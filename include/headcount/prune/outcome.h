@@ -77,16 +77,4 @@ void write_prune_outcome(const run::RunFolder& folder, const PruneOutcome& outco
                          const std::string& head_removal);
 PruneOutcome read_prune_outcome(const fs::path& run_dir);
 
-// summary.json of a post-training method (Fisher), written last: the run is complete. (An L0 run
-// ends with its Trainer's summary.json, train::Trainer::write_summary, of other keys.)
-struct PostTrainingSummary {
-  std::string command = "prune";
-  std::string method;
-  double seconds = 0;  // pruning and dev evaluations
-  double pruning_seconds = 0;
-  double dev_bleu_start = 0, dev_bleu_end = 0;
-  nlohmann::ordered_json to_json() const;
-};
-void write_post_training_summary(const run::RunFolder& folder, const PostTrainingSummary& summary);
-
 }  // namespace headcount::prune

@@ -67,6 +67,31 @@ void append_jsonl(const fs::path& file, const nlohmann::json& record);
 // cut short by an interruption go.
 void trim_jsonl(const fs::path& file, const std::function<bool(const nlohmann::json&)>& keep);
 
+// summary.json, written last (its presence means the run is complete): one type for every kind
+// of run. A training or L0 prune run (train::Trainer) sets status, steps, the best checkpoint's
+// metric, the precision and its throughput; a post-training method (Fisher) its command, method,
+// times and dev BLEU before and after. Keys of unset fields are not written.
+struct RunSummary {
+  std::optional<std::string> status;   // "finished" or "early-stopped"
+  std::optional<std::string> command;  // post-training: "prune"
+  std::optional<std::string> method;   // post-training: "fisher"
+  std::optional<int64_t> steps, best_step;
+  std::optional<std::string> best_metric;  // "bleu" or "loss"
+  std::optional<double> best_score;        // the metric itself (a loss as a loss)
+  std::optional<std::string> precision, precision_reason;
+  std::optional<double> train_seconds, target_tokens_per_s;
+  std::optional<int64_t> world_size;  // distributed runs
+  std::optional<bool> parameters_identical_across_processes;
+  std::optional<double> seconds, pruning_seconds;  // post-training: total, the pruning alone
+  std::optional<double> dev_bleu_start, dev_bleu_end;
+  nlohmann::ordered_json to_json() const;
+  // Errors name `origin` and the key.
+  static RunSummary from_json(const nlohmann::json& j, const std::string& origin);
+};
+void write_summary(const RunFolder& folder, const RunSummary& summary);
+// Errors name the file.
+RunSummary read_summary(const RunFolder& folder);
+
 // metrics.jsonl: the "eval" record of `step`, if any.
 std::optional<nlohmann::json> eval_record(const fs::path& metrics, int64_t step);
 
