@@ -36,24 +36,11 @@ MultiheadAttentionImpl::MultiheadAttentionImpl(int64_t d_model, int64_t num_head
   out_proj_bias = register_parameter("out_proj_bias", torch::zeros({d_model}));
 }
 
-torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& query,
-                                              const torch::Tensor& memory,
-                                              const torch::Tensor& bias, KVCache* cache,
-                                              AttentionTrace* trace) {
+std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> MultiheadAttentionImpl::project(
+    const torch::Tensor& query, const torch::Tensor& memory, KVCache* cache) {
   const int64_t B = query.size(0), T = query.size(1);
-  if (trace) *trace = AttentionTrace{};
-  if (num_heads_ == 0) {
-    last_weights_ = torch::Tensor();
-    last_head_outputs_ = torch::Tensor();
-    return out_proj_bias.expand({B, T, d_model_});  // [B, T, D]
-  }
   const int64_t H = num_heads_, Dh = head_dim_, HD = H * Dh;
-  // Under bf16 mixed precision (autocast) the projections come out in bf16, and so do the two
-  // products of the attention itself (q k^T and weights v, oneDNN's bf16 kernels on the CPU);
-  // the scores are scaled and masked in fp32, the softmax, its dropout and the gates run in fp32,
-  // and the key/value cache holds bf16. In fp32 everything runs in fp32, the products in
-  // headcount's batched kernel.
-  torch::Tensor q, k, v;
+  torch::Tensor q, k, v;  // q [B, T, HD]; k, v [B, H, S, Dh]
   if (self_attention_) {
     auto qkv = torch::linear(query, in_proj_weight, in_proj_bias).split(HD, -1);  // 3 x [B, T, HD]
     q = qkv[0];
@@ -85,6 +72,27 @@ torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& query,
       }
     }
   }
+  return {q, k, v};
+}
+
+torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& query,
+                                              const torch::Tensor& memory,
+                                              const torch::Tensor& bias, KVCache* cache,
+                                              AttentionTrace* trace) {
+  const int64_t B = query.size(0), T = query.size(1);
+  if (trace) *trace = AttentionTrace{};
+  if (num_heads_ == 0) {
+    last_weights_ = torch::Tensor();
+    last_head_outputs_ = torch::Tensor();
+    return out_proj_bias.expand({B, T, d_model_});  // [B, T, D]
+  }
+  const int64_t H = num_heads_, Dh = head_dim_, HD = H * Dh;
+  // Under bf16 mixed precision (autocast) the projections come out in bf16, and so do the two
+  // products of the attention itself (q k^T and weights v, oneDNN's bf16 kernels on the CPU);
+  // the scores are scaled and masked in fp32, the softmax, its dropout and the gates run in fp32,
+  // and the key/value cache holds bf16. In fp32 everything runs in fp32, the products in
+  // headcount's batched kernel.
+  auto [q, k, v] = project(query, memory, cache);
   q = q.view({B, T, H, Dh}).transpose(1, 2);  // [B, H, T, Dh]
   const double scale = 1.0 / std::sqrt(static_cast<double>(Dh));
   const bool low_precision = q.scalar_type() != torch::kFloat32;

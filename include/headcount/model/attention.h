@@ -14,6 +14,8 @@
 #include <torch/nn/pimpl.h>
 #include <torch/types.h>
 
+#include <tuple>
+
 namespace headcount::model {
 
 // Keys and values kept across incremental decoding steps: [B, H, S, Dh].
@@ -62,6 +64,10 @@ class MultiheadAttentionImpl : public torch::nn::Module {
   torch::Tensor in_proj_weight, in_proj_bias, out_proj_weight, out_proj_bias;
 
  private:
+  // The query [B, T, H*Dh] and the keys and values [B, H, S, Dh] (from or into `cache`).
+  std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> project(const torch::Tensor& query,
+                                                                  const torch::Tensor& memory,
+                                                                  KVCache* cache);
   int64_t d_model_, num_heads_, head_dim_;
   double dropout_;
   bool self_attention_;
