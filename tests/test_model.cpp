@@ -254,8 +254,7 @@ TEST(Transformer, ForwardTraceHoldsWhatTheModelComputed) {
     // A sublayer's output from its trace: the residual sum, normed after (post) or not (pre).
     auto out = [&](torch::nn::LayerNorm& n, const model::SublayerTrace& t) {
       EXPECT_TRUE(torch::allclose(t.input, pre_norm ? ln(n, t.x) : t.x, 1e-5, 1e-6));
-      EXPECT_TRUE(torch::allclose(t.sum, t.x + t.f, 1e-6, 1e-6));
-      return pre_norm ? t.sum : ln(n, t.sum);
+      return pre_norm ? t.x + t.f : ln(n, t.x + t.f);
     };
     auto attention = [&](MultiheadAttention& a, const model::SublayerTrace& t) {
       if (a->num_heads() == 0) return a->out_proj_bias.expand({B, t.x.size(1), D});

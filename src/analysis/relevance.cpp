@@ -55,8 +55,8 @@ void unbatch(torch::Tensor& t) {
   if (t.defined()) t = t.squeeze(0);
 }
 void unbatch(SublayerTrace& t) {
-  for (auto* x : {&t.x, &t.input, &t.f, &t.sum, &t.hidden, &t.attention.weights,
-                  &t.attention.values, &t.attention.heads})
+  for (auto* x : {&t.x, &t.input, &t.f, &t.hidden, &t.attention.weights, &t.attention.values,
+                  &t.attention.heads})
     unbatch(*x);
 }
 void unbatch(model::ForwardTrace& f) {
@@ -110,7 +110,7 @@ std::pair<torch::Tensor, torch::Tensor> residual_backward(bool pre_norm,
                                                           torch::nn::LayerNormImpl& ln,
                                                           const SublayerTrace& t,
                                                           const torch::Tensor& r, double eps) {
-  const auto r_sum = pre_norm ? r : lrp_norm(ln, t.sum, r, eps);
+  const auto r_sum = pre_norm ? r : lrp_norm(ln, t.x + t.f, r, eps);
   return lrp_add(t.x, t.f, r_sum, eps);
 }
 

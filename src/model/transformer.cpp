@@ -73,19 +73,33 @@ torch::Tensor residual(torch::nn::LayerNormImpl& norm, bool pre_norm, double dro
     trace->x = x;
     trace->input = in;
     trace->f = h;
-    trace->sum = x + h;
   }
   return sublayer_output(norm, x, h, pre_norm);
 }
 
-// The position-wise feed-forward network fc2(drop(relu(fc1(x)))).
-torch::Tensor feed_forward(torch::nn::LinearImpl& fc1, torch::nn::LinearImpl& fc2,
-                           double activation_dropout, bool train, const torch::Tensor& x,
-                           SublayerTrace* trace) {
-  auto h = torch::relu(fc1.forward(x));
-  if (trace) trace->hidden = h;
-  if (activation_dropout > 0) h = model::dropout(h, activation_dropout, train);
-  return fc2.forward(h);
+// The attention sublayer (self-attention when `memory` is undefined) and the feed-forward
+// sublayer, as encoder and decoder layers both run them.
+torch::Tensor attention_sublayer(torch::nn::LayerNormImpl& norm, MultiheadAttentionImpl& attn,
+                                 bool pre_norm, double dropout, bool train, const torch::Tensor& x,
+                                 const torch::Tensor& memory, const torch::Tensor& bias,
+                                 KVCache* cache, SublayerTrace* trace) {
+  return residual(norm, pre_norm, dropout, train, x, trace, [&](const torch::Tensor& in) {
+    return attn.forward(in, memory.defined() ? memory : in, bias, cache,
+                        trace ? &trace->attention : nullptr);
+  });
+}
+
+// The position-wise feed-forward network fc2(drop(relu(fc1(x)))) with its residual connection.
+torch::Tensor feed_forward_sublayer(torch::nn::LayerNormImpl& norm, torch::nn::LinearImpl& fc1,
+                                    torch::nn::LinearImpl& fc2, bool pre_norm, double dropout,
+                                    double activation_dropout, bool train, const torch::Tensor& x,
+                                    SublayerTrace* trace) {
+  return residual(norm, pre_norm, dropout, train, x, trace, [&](const torch::Tensor& in) {
+    auto h = torch::relu(fc1.forward(in));
+    if (trace) trace->hidden = h;
+    if (activation_dropout > 0) h = model::dropout(h, activation_dropout, train);
+    return fc2.forward(h);
+  });
 }
 
 }  // namespace
@@ -93,17 +107,13 @@ torch::Tensor feed_forward(torch::nn::LinearImpl& fc1, torch::nn::LinearImpl& fc
 torch::Tensor EncoderLayerImpl::self_attention_block(const torch::Tensor& x,
                                                      const torch::Tensor& bias,
                                                      SublayerTrace* trace) {
-  return residual(
-      *self_attn_norm, pre_norm_, dropout_, is_training(), x, trace, [&](const torch::Tensor& in) {
-        return self_attn->forward(in, in, bias, nullptr, trace ? &trace->attention : nullptr);
-      });
+  return attention_sublayer(*self_attn_norm, *self_attn, pre_norm_, dropout_, is_training(), x, {},
+                            bias, nullptr, trace);
 }
 
 torch::Tensor EncoderLayerImpl::feed_forward_block(const torch::Tensor& x, SublayerTrace* trace) {
-  return residual(*ffn_norm, pre_norm_, dropout_, is_training(), x, trace,
-                  [&](const torch::Tensor& in) {
-                    return feed_forward(*fc1, *fc2, activation_dropout_, is_training(), in, trace);
-                  });
+  return feed_forward_sublayer(*ffn_norm, *fc1, *fc2, pre_norm_, dropout_, activation_dropout_,
+                               is_training(), x, trace);
 }
 
 torch::Tensor EncoderLayerImpl::forward(torch::Tensor x, const torch::Tensor& bias,
@@ -130,27 +140,21 @@ DecoderLayerImpl::DecoderLayerImpl(const ModelConfig& c, int64_t self_heads, int
 torch::Tensor DecoderLayerImpl::self_attention_block(const torch::Tensor& x,
                                                      const torch::Tensor& bias, KVCache* cache,
                                                      SublayerTrace* trace) {
-  return residual(
-      *self_attn_norm, pre_norm_, dropout_, is_training(), x, trace, [&](const torch::Tensor& in) {
-        return self_attn->forward(in, in, bias, cache, trace ? &trace->attention : nullptr);
-      });
+  return attention_sublayer(*self_attn_norm, *self_attn, pre_norm_, dropout_, is_training(), x, {},
+                            bias, cache, trace);
 }
 
 torch::Tensor DecoderLayerImpl::cross_attention_block(const torch::Tensor& x,
                                                       const torch::Tensor& memory,
                                                       const torch::Tensor& bias, KVCache* cache,
                                                       SublayerTrace* trace) {
-  return residual(
-      *cross_attn_norm, pre_norm_, dropout_, is_training(), x, trace, [&](const torch::Tensor& in) {
-        return cross_attn->forward(in, memory, bias, cache, trace ? &trace->attention : nullptr);
-      });
+  return attention_sublayer(*cross_attn_norm, *cross_attn, pre_norm_, dropout_, is_training(), x,
+                            memory, bias, cache, trace);
 }
 
 torch::Tensor DecoderLayerImpl::feed_forward_block(const torch::Tensor& x, SublayerTrace* trace) {
-  return residual(*ffn_norm, pre_norm_, dropout_, is_training(), x, trace,
-                  [&](const torch::Tensor& in) {
-                    return feed_forward(*fc1, *fc2, activation_dropout_, is_training(), in, trace);
-                  });
+  return feed_forward_sublayer(*ffn_norm, *fc1, *fc2, pre_norm_, dropout_, activation_dropout_,
+                               is_training(), x, trace);
 }
 
 torch::Tensor DecoderLayerImpl::forward(torch::Tensor x, const torch::Tensor& memory,

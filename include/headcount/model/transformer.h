@@ -23,8 +23,7 @@ namespace headcount::model {
 struct SublayerTrace {
   torch::Tensor x;           // the residual stream entering [B, L, D]
   torch::Tensor input;       // what f read: LN(x) pre-norm, x post-norm
-  torch::Tensor f;           // f's output, after dropout
-  torch::Tensor sum;         // x + f (post-norm: the norm's input)
+  torch::Tensor f;           // f's output, after dropout (x + f: the post-norm norm's input)
   AttentionTrace attention;  // attention sublayers
   torch::Tensor hidden;      // feed-forward sublayers: the activation's output [B, L, F]
 };
