@@ -102,6 +102,7 @@ TEST(PruneHeads, TopNKeepsExactlyNHeads) {
 // Whole pruning runs on the tiny synthetic corpus.
 
 #include "headcount/common/io.h"
+#include "headcount/model/loss.h"
 #include "headcount/prune/prune_trainer.h"
 #include "headcount/run/checkpoint.h"
 #include "headcount/train/trainer.h"
@@ -290,6 +291,95 @@ TEST(PruneRun, RecoveryTrainsTheWeightsUnderTheFixedFinalMask) {
     l.finish();
   });
   EXPECT_NE(e.find("prune.recovery_steps (60, from bad"), std::string::npos) << e;
+}
+
+TEST(PruneRun, FixAtTargetFixesTheMaskWhenTheExpectedCountReachesTheTarget) {
+  TempDir dir;
+  Config c = baseline(dir);
+  c.prune.target_heads = 5;
+  c.prune.target_warmup_steps = 10;
+  c.prune.lagrangian_lr = 20.0;
+  c.prune.gate_lr = 0.3;
+  c.prune.recovery_steps = 10;  // at the latest at step 50 of 60
+  c.prune.fix_at_target = true;
+  c.train.eval_every = 5;
+  run_prune(c, dir / "f");
+  EXPECT_EQ(run::read_checkpoint_info(dir / "f" / "pruned").architecture.total(), 5);
+  // The first evaluation with the mask fixed comes before step 50; from there on the gates do not
+  // move, and their expected count is at or below the target (it had reached it).
+  int64_t first_fixed = -1;
+  double e_fixed = -1;
+  for (const auto& e : events(dir / "f", "eval")) {
+    if (!e.value("mask_fixed", false)) {
+      EXPECT_EQ(first_fixed, -1) << "an evaluation without the mask after one with it";
+      EXPECT_GT(e["expected_open"].get<double>(), 5.0) << e.dump();
+      continue;
+    }
+    if (first_fixed < 0) {
+      first_fixed = e["step"].get<int64_t>();
+      e_fixed = e["expected_open"].get<double>();
+    }
+    EXPECT_EQ(e["expected_open"].get<double>(), e_fixed);
+  }
+  EXPECT_GE(first_fixed, 10);
+  EXPECT_LT(first_fixed, 50);
+  EXPECT_LE(e_fixed, 5.0);
+  // fix_at_target needs target mode and recovery steps.
+  Config bad = c;
+  bad.prune.recovery_steps = 0;
+  const std::string e = testing::error_of([&] {
+    ConfigLoader l;
+    l.apply_yaml_text(dump_config(bad), "bad");
+    l.finish();
+  });
+  EXPECT_NE(e.find("prune.fix_at_target (from bad"), std::string::npos) << e;
+}
+
+TEST(PruneRun, DistillationObjectiveMixesCrossEntropyWithTheInitModelsKl) {
+  // The objective a batch back-propagates: (1 - w) x its cross-entropy + w x T^2 KL(teacher ||
+  // student), the teacher being prune.init_from's model, computed here independently (loaded
+  // again, eval mode) from a student whose weights moved away from it.
+  TempDir dir;
+  Config c = baseline(dir);
+  c.prune.distill_weight = 0.25;
+  c.prune.distill_temperature = 2;
+  train::TrainOptions o;
+  o.run_dir = dir / "kd";
+  o.init_from = c.prune.init_from;
+  prune::L0Pruning l0(c, o);
+  const auto info = run::read_checkpoint_info(c.prune.init_from);
+  auto student = run::load_model(info, torch::kCPU);
+  {
+    torch::NoGradGuard ng;
+    student->encoder_layers[0]->fc1->weight.add_(
+        torch::randn_like(student->encoder_layers[0]->fc1->weight) * 0.1);
+  }
+  l0.parameter_groups(student, torch::kCPU);
+  data::Batch b;
+  b.src = torch::tensor({{5, 6, 7, data::kEosId}, {8, 9, data::kEosId, data::kPadId}});
+  b.tgt_in = torch::tensor({{data::kBosId, 10, 11}, {data::kBosId, 12, data::kPadId}});
+  b.tgt_out = torch::tensor({{10, 11, data::kEosId}, {12, data::kEosId, data::kPadId}});
+  b.ids = {0, 1};
+  student->eval();
+  const auto logits = student->forward(b.src, b.tgt_in);
+  const auto ce = torch::tensor(3.5);
+  const auto got = l0.batch_objective(b, logits, ce, PrecisionChoice{});
+  auto teacher = run::load_model(info, torch::kCPU);
+  teacher->eval();
+  const auto kl = model::distillation_loss(logits, teacher->forward(b.src, b.tgt_in).detach(),
+                                           b.tgt_out, 2);
+  EXPECT_GT(kl.item<double>(), 1e-4);  // the student differs from the teacher
+  EXPECT_NEAR(got.item<double>(), 0.75 * 3.5 + 0.25 * kl.item<double>(), 1e-5);
+  // Weight 0: the cross-entropy alone, the same tensor.
+  c.prune.distill_weight = 0;
+  prune::L0Pruning plain(c, o);
+  EXPECT_TRUE(plain.batch_objective(b, logits, ce, PrecisionChoice{}).is_same(ce));
+  // A whole run with distillation trains and exports.
+  c.prune.distill_weight = 0.5;
+  c.train.max_steps = 4;
+  c.train.eval_every = 4;
+  run_prune(c, dir / "run");
+  EXPECT_EQ(run::read_checkpoint_info(dir / "run" / "pruned").architecture.total(), 24);
 }
 
 TEST(PruneRun, GatedModelInEvalModeEqualsThePrunedCheckpoint) {

@@ -196,6 +196,15 @@ TEST(Reliability, PruneKilledInEveryWindowOfASaveEndsAsAnUninterruptedRun) {
   save_config(c, dir / "recovery.yaml");
   const TempDir rec;
   kill_at_every_window_and_resume(rec, "prune", dir / "recovery.yaml");
+  // The mask fixed when the expected count reaches the target (a step the checkpoint records),
+  // with distillation from the init model: the same after a kill anywhere.
+  c.prune.fix_at_target = true;
+  c.prune.lagrangian_lr = 20;
+  c.prune.gate_lr = 0.3;
+  c.prune.distill_weight = 0.5;
+  save_config(c, dir / "fix.yaml");
+  const TempDir fix;
+  kill_at_every_window_and_resume(fix, "prune", dir / "fix.yaml");
 }
 
 // A kill after `last` but before `best`: the resumed run repairs `best` (and step-N) from `last`

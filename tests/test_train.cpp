@@ -140,6 +140,34 @@ TEST(Batching, CollateAddsEosBosAndPadding) {
   EXPECT_EQ(b.src_tokens, 5);
 }
 
+TEST(Loss, DistillationIsTemperatureScaledKlByHand) {
+  // One real position with two classes, one padding position that must not count. Student
+  // logits (0, 0), teacher (ln 3, 0): at T = 1 the teacher's distribution is (3/4, 1/4), the
+  // student's (1/2, 1/2), KL = 3/4 ln(3/2) + 1/4 ln(1/2). At T = 2 the teacher's logits become
+  // (ln 3 / 2, 0): p = (sqrt 3, 1) / (sqrt 3 + 1), and the term is multiplied by T^2 = 4.
+  auto student = torch::zeros({1, 2, 2}, torch::requires_grad());
+  const auto teacher = torch::tensor({{{std::log(3.0f), 0.0f}, {5.0f, -5.0f}}});
+  const auto target = torch::tensor({{4, data::kPadId}}).to(torch::kInt64);
+  const auto kl1 = model::distillation_loss(student, teacher, target, 1.0);
+  EXPECT_NEAR(kl1.item<double>(), 0.75 * std::log(1.5) + 0.25 * std::log(0.5), 1e-6);
+  const double r3 = std::sqrt(3.0), p0 = r3 / (r3 + 1), p1 = 1 / (r3 + 1);
+  const auto kl2 = model::distillation_loss(student, teacher, target, 2.0);
+  EXPECT_NEAR(kl2.item<double>(), 4 * (p0 * std::log(2 * p0) + p1 * std::log(2 * p1)), 1e-6);
+  // Its gradient: T (softmax(s / T) - softmax(t / T)) at real positions, 0 at padding.
+  kl2.backward();
+  const auto g = student.grad();
+  EXPECT_NEAR(g[0][0][0].item<double>(), 2 * (0.5 - p0), 1e-6);
+  EXPECT_NEAR(g[0][0][1].item<double>(), 2 * (0.5 - p1), 1e-6);
+  EXPECT_EQ(g[0][1].abs().sum().item<double>(), 0.0);
+  // bf16 logits give the fp32 value of their rounded inputs, and equal models give 0.
+  const auto same = torch::randn({2, 3, 7});
+  const auto t3 = torch::tensor({{4, 5, 6}, {7, data::kPadId, data::kPadId}}).to(torch::kInt64);
+  EXPECT_EQ(model::distillation_loss(same, same, t3, 1.5).item<double>(), 0.0);
+  EXPECT_NEAR(
+      model::distillation_loss(student.to(torch::kBFloat16), teacher, target, 1.0).item<double>(),
+      kl1.item<double>(), 1e-6);
+}
+
 TEST(Loss, LabelSmoothingByFormulaAndAgainstLibTorch) {
   torch::manual_seed(0);
   auto logits = torch::randn({2, 3, 6});

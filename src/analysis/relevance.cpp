@@ -233,6 +233,13 @@ RelevanceTrace propagate_relevance(model::TransformerImpl& m, const torch::Tenso
   torch::NoGradGuard no_grad;
   HC_CHECK(src.dim() == 1 && tgt_in.dim() == 1 && src.size(0) > 0 && tgt_in.size(0) > 0,
            "relevance: one sentence pair at a time (src [S], tgt_in [T])");
+  // The feed-forward rule passes relevance through the active units of a ReLU (z+ of the linear
+  // maps around it); GELU and SiLU have negative outputs it does not account for.
+  HC_CHECK(m.config().activation == Activation::kRelu,
+           "relevance: layer-wise relevance propagation is defined here for ReLU feed-forward "
+           "layers; this model's model.activation is {} (the Voita et al. analysis applies to "
+           "ReLU Transformers)",
+           choice_name(m.config().activation));
   const ForwardTape f = forward(m, src, tgt_in);
   RelevanceTrace tr;
   tr.heads[static_cast<int>(AttentionType::kEncSelf)].resize(m.encoder_layers.size());

@@ -33,6 +33,8 @@ void add_translate_command(CLI::App& app);
 void add_eval_command(CLI::App& app);
 void add_prune_command(CLI::App& app);
 void add_export_pruned_command(CLI::App& app);
+void add_import_command(CLI::App& app);
+void add_export_command(CLI::App& app);
 void add_sweep_command(CLI::App& app);
 void add_report_command(CLI::App& app);
 void add_launch_command(CLI::App& app);

@@ -26,6 +26,8 @@ const CommandSpec kCommands[] = {
     {"train", add_train_command},
     {"prune", add_prune_command},
     {"export-pruned", add_export_pruned_command},
+    {"import", add_import_command},
+    {"export", add_export_command},
     {"sweep", add_sweep_command},
     {"report", add_report_command},
     {"analyze", add_analyze_command},

@@ -375,6 +375,13 @@ std::vector<Field> model_fields() {
                   "layer norm before each sublayer (true) or after the residual (false)"),
       field<bool>("model.tie_embeddings", "bool", HC_ACCESS(model.tie_embeddings), any<bool>(),
                   "share source, target and output embeddings (needs vocab.joint)"),
+      choice_field<Activation>("model.activation", HC_ACCESS(model.activation),
+                               "feed-forward nonlinearity (swish: Marian / OPUS-MT)"),
+      choice_field<PositionLayout>(
+          "model.positions", HC_ACCESS(model.positions),
+          "sinusoid layout: interleaved sin/cos, or halves (sin first; fairseq, Marian)"),
+      field<bool>("model.output_bias", "bool", HC_ACCESS(model.output_bias), any<bool>(),
+                  "a learned bias on the output logits (Marian's final_logits_bias)"),
       field<int>("model.max_positions", "int", HC_ACCESS(model.max_positions), range(16, 100000),
                  "longest sequence the sinusoidal positions cover"),
   };
@@ -497,6 +504,13 @@ std::vector<Field> prune_gate_fields() {
       field<int>("prune.recovery_steps", "int", HC_ACCESS(prune.recovery_steps),
                  range(0, INT32_MAX),
                  "the last N of train.max_steps train with the final mask fixed (0 = off)"),
+      field<bool>("prune.fix_at_target", "bool", HC_ACCESS(prune.fix_at_target), any<bool>(),
+                  "target mode with recovery: fix the mask when E[open heads] reaches the target"),
+      field<double>("prune.distill_weight", "float", HC_ACCESS(prune.distill_weight),
+                    range(0.0, 1.0),
+                    "weight of distillation from the unpruned model in the objective (0 = off)"),
+      field<double>("prune.distill_temperature", "float", HC_ACCESS(prune.distill_temperature),
+                    range(1e-3, 100.0), "softmax temperature of the distillation term"),
       field<double>("prune.gate_lr", "float", HC_ACCESS(prune.gate_lr), range(0.0, 100.0),
                     "Adam learning rate of the gates (constant)"),
       field<double>("prune.temperature", "float", HC_ACCESS(prune.temperature), range(1e-3, 100.0),
@@ -851,6 +865,15 @@ Config ConfigLoader::finish() const {
            "gates train in the steps before it (and it is a setting of prune.method l0)",
            p.recovery_steps, origin("prune.recovery_steps"), c.train.max_steps,
            origin("train.max_steps"));
+  HC_CHECK(!p.fix_at_target || (p.target_heads > 0 && p.recovery_steps > 0),
+           "prune.fix_at_target (from {}) fixes the mask of target mode early for the recovery "
+           "steps: it needs prune.target_heads (from {}) and prune.recovery_steps (from {})",
+           origin("prune.fix_at_target"), origin("prune.target_heads"),
+           origin("prune.recovery_steps"));
+  HC_CHECK(p.distill_weight == 0 || p.method == PruneMethod::kL0,
+           "prune.distill_weight (from {}) is a setting of the gated fine-tuning (prune.method "
+           "l0), but prune.method is {} (from {})",
+           origin("prune.distill_weight"), choice_name(p.method), origin("prune.method"));
   return c;
 }
 

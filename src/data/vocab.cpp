@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <cstring>
+
 #include <nlohmann/json.hpp>
 
 #include "headcount/common/check.h"
@@ -41,6 +43,13 @@ Vocab Vocab::load(const fs::path& model_file) {
   HC_CHECK(v.sp_ != nullptr, "{}: not a valid SentencePiece model: {}", model_file.string(),
            take_message(error));
   v.path_ = model_file;
+  const fs::path list = model_file.parent_path() / kPieceListFile;
+  if (fs::exists(list, ec)) {
+    v.pieces_ = read_piece_list(list);
+    for (size_t i = 0; i < v.pieces_.size(); ++i)
+      v.piece_ids_.emplace(v.pieces_[i], static_cast<int>(i));
+    return v;
+  }
   int ids[4];
   hc_spm_special_ids(v.sp_.get(), ids);
   HC_CHECK(ids[0] == kPadId && ids[1] == kUnkId && ids[2] == kBosId && ids[3] == kEosId,
@@ -50,7 +59,46 @@ Vocab Vocab::load(const fs::path& model_file) {
   return v;
 }
 
+std::vector<std::string> read_piece_list(const fs::path& file) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(io::read_file(file));
+  } catch (const nlohmann::json::exception& e) {
+    HC_FAIL("{}: not JSON ({})", file.string(), e.what());
+  }
+  HC_CHECK(j.is_object() && j.contains("pieces") && j["pieces"].is_array(),
+           "{}: expected an object with a list \"pieces\"", file.string());
+  std::vector<std::string> pieces;
+  std::unordered_map<std::string, size_t> seen;
+  for (const auto& p : j["pieces"]) {
+    HC_CHECK(p.is_string(), "{}: pieces[{}] is not a string", file.string(), pieces.size());
+    const auto [it, fresh] = seen.emplace(p.get<std::string>(), pieces.size());
+    HC_CHECK(fresh, "{}: pieces[{}] repeats pieces[{}] ({})", file.string(), pieces.size(),
+             it->second, p.get<std::string>());
+    pieces.push_back(p.get<std::string>());
+  }
+  HC_CHECK(pieces.size() > 4, "{}: {} pieces, fewer than the four specials and one more",
+           file.string(), pieces.size());
+  return pieces;
+}
+
 std::vector<int> Vocab::encode(const std::string& text) const {
+  if (!pieces_.empty()) {
+    char* buffer = nullptr;
+    size_t bytes = 0, n = 0;
+    char* error = nullptr;
+    HC_CHECK(
+        hc_spm_encode_pieces(sp_.get(), text.data(), text.size(), &buffer, &bytes, &n, &error) == 0,
+        "SentencePiece encode failed: {}", take_message(error));
+    std::vector<int> out;
+    out.reserve(n);
+    for (size_t at = 0; out.size() < n; at += std::strlen(buffer + at) + 1) {
+      const auto it = piece_ids_.find(buffer + at);
+      out.push_back(it != piece_ids_.end() ? it->second : kUnkId);
+    }
+    hc_spm_free_buffer(buffer);
+    return out;
+  }
   int* ids = nullptr;
   size_t n = 0;
   char* error = nullptr;
@@ -62,6 +110,32 @@ std::vector<int> Vocab::encode(const std::string& text) const {
 }
 
 std::string Vocab::decode(const std::vector<int>& ids) const {
+  if (!pieces_.empty()) {
+    // MarianTokenizer's decode with skip_special_tokens: the specials dropped, the pieces joined
+    // by the SentencePiece model, a word boundary left by a piece it does not know made a space.
+    std::string joined;
+    size_t n = 0;
+    for (int id : ids) {
+      if (id <= kEosId || id >= static_cast<int>(pieces_.size())) continue;
+      joined += pieces_[id];
+      joined += '\0';
+      ++n;
+    }
+    char* text = nullptr;
+    size_t len = 0;
+    char* error = nullptr;
+    HC_CHECK(
+        hc_spm_decode_pieces(sp_.get(), joined.data(), joined.size(), n, &text, &len, &error) == 0,
+        "SentencePiece decode failed: {}", take_message(error));
+    std::string out(text, len);
+    hc_spm_free_buffer(text);
+    const std::string space = "\xe2\x96\x81";  // U+2581, SentencePiece's word boundary
+    for (size_t at = out.find(space); at != std::string::npos; at = out.find(space, at))
+      out.replace(at, space.size(), " ");
+    const size_t first = out.find_first_not_of(' ');
+    if (first == std::string::npos) return "";
+    return out.substr(first, out.find_last_not_of(' ') - first + 1);
+  }
   char* text = nullptr;
   size_t len = 0;
   char* error = nullptr;
@@ -73,9 +147,15 @@ std::string Vocab::decode(const std::vector<int>& ids) const {
 }
 
 int Vocab::size() const {
+  if (!pieces_.empty()) return static_cast<int>(pieces_.size());
   return hc_spm_piece_size(sp_.get());
 }
 std::string Vocab::piece(int id) const {
+  if (!pieces_.empty()) {
+    HC_CHECK(id >= 0 && id < static_cast<int>(pieces_.size()), "piece id {} out of range [0, {})",
+             id, pieces_.size());
+    return pieces_[id];
+  }
   char* piece = hc_spm_id_to_piece(sp_.get(), id);
   HC_CHECK(piece != nullptr, "SentencePiece: out of memory");
   std::string out(piece);

@@ -139,4 +139,15 @@ LossSums label_smoothed_loss(const torch::Tensor& logits, const torch::Tensor& t
   return sums;
 }
 
+torch::Tensor distillation_loss(const torch::Tensor& student, const torch::Tensor& teacher,
+                                const torch::Tensor& target, double temperature) {
+  const int64_t V = student.size(-1);
+  const auto keep = target.reshape({-1}).ne(data::kPadId);
+  const auto s = student.reshape({-1, V}).index({keep}).to(torch::kFloat32) / temperature;
+  const auto t = teacher.detach().reshape({-1, V}).index({keep}).to(torch::kFloat32) / temperature;
+  const auto log_pt = torch::log_softmax(t, -1);
+  const auto kl = (log_pt.exp() * (log_pt - torch::log_softmax(s, -1))).sum();
+  return kl * (temperature * temperature);
+}
+
 }  // namespace headcount::model

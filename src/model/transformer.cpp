@@ -17,7 +17,17 @@ namespace F = torch::nn::functional;
 
 // Built once in double on the host; positions() and the relevance pass move it to the model's
 // device.
-torch::Tensor sinusoidal_positions(int64_t length, int64_t dim) {
+torch::Tensor sinusoidal_positions(int64_t length, int64_t dim, PositionLayout layout) {
+  if (layout == PositionLayout::kHalves) {
+    // Feature i < ceil(d/2): sin(pos / 10000^(2i/d)); feature ceil(d/2) + i: cos of the same
+    // (HF MarianSinusoidalPositionalEmbedding).
+    const int64_t half = (dim + 1) / 2;
+    auto pos = torch::arange(length, torch::kFloat64).unsqueeze(1);  // device: cpu (host table)
+    auto i = torch::arange(0, dim, 2, torch::kFloat64);              // device: cpu (host table)
+    auto angle = pos / torch::pow(10000.0, i / static_cast<double>(dim));  // [L, half]
+    auto table = torch::cat({torch::sin(angle), torch::cos(angle).narrow(1, 0, dim - half)}, 1);
+    return table.to(torch::kFloat32);
+  }
   auto pos =
       torch::arange(length, torch::kFloat64).unsqueeze(1);  // [L, 1] device: cpu (host table)
   auto i = torch::arange(0, dim, 2, torch::kFloat64);       // [dim/2] device: cpu (host table)
@@ -39,7 +49,10 @@ torch::Tensor causal_bias(int64_t length, const torch::Device& device) {
 // ---------------------------------------------------------------------------------------------
 
 EncoderLayerImpl::EncoderLayerImpl(const ModelConfig& c, int64_t heads, int64_t head_dim)
-    : dropout_(c.dropout), activation_dropout_(c.activation_dropout), pre_norm_(c.pre_norm) {
+    : dropout_(c.dropout),
+      activation_dropout_(c.activation_dropout),
+      pre_norm_(c.pre_norm),
+      activation_(c.activation) {
   self_attn = register_module(
       "self_attn", MultiheadAttention(c.d_model, heads, head_dim, c.attention_dropout, true));
   fc1 = register_module("fc1", torch::nn::Linear(c.d_model, c.ffn_dim));
@@ -89,13 +102,25 @@ torch::Tensor attention_sublayer(torch::nn::LayerNormImpl& norm, MultiheadAttent
   });
 }
 
-// The position-wise feed-forward network fc2(drop(relu(fc1(x)))) with its residual connection.
+torch::Tensor activate(const torch::Tensor& x, Activation a) {
+  switch (a) {
+    case Activation::kGelu:
+      return torch::gelu(x);
+    case Activation::kSwish:
+      return torch::silu(x);
+    case Activation::kRelu:
+      break;
+  }
+  return torch::relu(x);
+}
+
+// The position-wise feed-forward network fc2(drop(act(fc1(x)))) with its residual connection.
 torch::Tensor feed_forward_sublayer(torch::nn::LayerNormImpl& norm, torch::nn::LinearImpl& fc1,
                                     torch::nn::LinearImpl& fc2, bool pre_norm, double dropout,
-                                    double activation_dropout, bool train, const torch::Tensor& x,
-                                    SublayerTrace* trace) {
+                                    double activation_dropout, Activation activation, bool train,
+                                    const torch::Tensor& x, SublayerTrace* trace) {
   return residual(norm, pre_norm, dropout, train, x, trace, [&](const torch::Tensor& in) {
-    auto h = torch::relu(fc1.forward(in));
+    auto h = activate(fc1.forward(in), activation);
     if (trace) trace->hidden = h;
     if (activation_dropout > 0) h = model::dropout(h, activation_dropout, train);
     return fc2.forward(h);
@@ -113,7 +138,7 @@ torch::Tensor EncoderLayerImpl::self_attention_block(const torch::Tensor& x,
 
 torch::Tensor EncoderLayerImpl::feed_forward_block(const torch::Tensor& x, SublayerTrace* trace) {
   return feed_forward_sublayer(*ffn_norm, *fc1, *fc2, pre_norm_, dropout_, activation_dropout_,
-                               is_training(), x, trace);
+                               activation_, is_training(), x, trace);
 }
 
 torch::Tensor EncoderLayerImpl::forward(torch::Tensor x, const torch::Tensor& bias,
@@ -124,7 +149,10 @@ torch::Tensor EncoderLayerImpl::forward(torch::Tensor x, const torch::Tensor& bi
 
 DecoderLayerImpl::DecoderLayerImpl(const ModelConfig& c, int64_t self_heads, int64_t cross_heads,
                                    int64_t head_dim)
-    : dropout_(c.dropout), activation_dropout_(c.activation_dropout), pre_norm_(c.pre_norm) {
+    : dropout_(c.dropout),
+      activation_dropout_(c.activation_dropout),
+      pre_norm_(c.pre_norm),
+      activation_(c.activation) {
   self_attn = register_module(
       "self_attn", MultiheadAttention(c.d_model, self_heads, head_dim, c.attention_dropout, true));
   cross_attn = register_module("cross_attn", MultiheadAttention(c.d_model, cross_heads, head_dim,
@@ -154,7 +182,7 @@ torch::Tensor DecoderLayerImpl::cross_attention_block(const torch::Tensor& x,
 
 torch::Tensor DecoderLayerImpl::feed_forward_block(const torch::Tensor& x, SublayerTrace* trace) {
   return feed_forward_sublayer(*ffn_norm, *fc1, *fc2, pre_norm_, dropout_, activation_dropout_,
-                               is_training(), x, trace);
+                               activation_, is_training(), x, trace);
 }
 
 torch::Tensor DecoderLayerImpl::forward(torch::Tensor x, const torch::Tensor& memory,
@@ -226,7 +254,11 @@ TransformerImpl::TransformerImpl(const ModelConfig& c, const Architecture& arch,
     decoder_norm = register_module("decoder_norm",
                                    torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.d_model})));
   }
-  position_table_ = sinusoidal_positions(c.max_positions, c.d_model);
+  position_table_ = sinusoidal_positions(c.max_positions, c.d_model, c.positions);
+  if (c.output_bias) {
+    // device: cpu (a parameter, moved with its module)
+    output_bias = register_parameter("output_bias", torch::zeros({tgt_vocab}));
+  }
 }
 
 torch::Tensor TransformerImpl::positions(int64_t offset, int64_t length,
@@ -305,7 +337,7 @@ torch::Tensor TransformerImpl::decode(const torch::Tensor& tgt_in, const Encoder
   x = finish_decoder(x);
   if (trace) trace->final_hidden = x;
   if (state) state->steps += T;
-  return torch::linear(x, output_weight);  // [B, T, V]
+  return torch::linear(x, output_weight, output_bias);  // [B, T, V]
 }
 
 torch::Tensor TransformerImpl::forward(const torch::Tensor& src, const torch::Tensor& tgt_in) {

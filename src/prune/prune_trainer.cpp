@@ -11,8 +11,10 @@
 #include "headcount/common/io.h"
 #include "headcount/common/log.h"
 #include "headcount/common/run_guard.h"
+#include "headcount/model/loss.h"
 #include "headcount/model/parameters.h"
 #include "headcount/prune/outcome.h"
+#include "headcount/run/checkpoint.h"
 #include "headcount/run/checkpoint_files.h"
 #include "headcount/run/run_folder.h"
 
@@ -60,15 +62,18 @@ L0Pruning::L0Pruning(const Config& config, const train::TrainOptions& options)
 
 void L0Pruning::fix_mask(int64_t step) {
   torch::NoGradGuard no_grad;
+  fixed_at_ = step;
   fixed_values_ = final_values();
   fixed_log_alpha_.clear();
   for (const auto& l : gates_->layers()) fixed_log_alpha_.push_back(l.gate->log_alpha.clone());
   int64_t kept = 0;
   for (const auto& [key, v] : *fixed_values_) kept += v.gt(0).sum().item<int64_t>();
   log::info(
-      "step {}: the mask is fixed ({} of {} gated heads kept); the remaining {} steps train the "
-      "weights under it (prune.recovery_steps)",
-      step, kept, gates_->total_heads(), config_.train.max_steps - step);
+      "step {}: the mask is fixed ({} of {} gated heads kept{}); the remaining {} steps train "
+      "the weights under it (prune.recovery_steps)",
+      step, kept, gates_->total_heads(),
+      step < fix_step_ ? ", the expected open heads reached the target: prune.fix_at_target" : "",
+      config_.train.max_steps - step);
 }
 
 std::map<std::string, torch::Tensor> L0Pruning::mask_values() {
@@ -94,6 +99,16 @@ std::vector<train::ParamGroup> L0Pruning::parameter_groups(model::Transformer& m
   }
   gates_ = HeadGates(model_, types, gate_options(config_.prune));
   gates_->to(device);
+  device_ = device;
+  if (config_.prune.distill_weight > 0) {
+    HC_CHECK(options_.init_from,
+             "prune.distill_weight needs the unpruned model to distil from (prune.init_from)");
+    teacher_ = run::load_model(run::read_checkpoint_info(*options_.init_from), device);
+    teacher_->eval();
+    for (auto& p : teacher_->parameters()) p.set_requires_grad(false);
+    log::info("distillation from {} (weight {}, temperature {})", options_.init_from->string(),
+              config_.prune.distill_weight, config_.prune.distill_temperature);
+  }
   const int64_t total = gates_->total_heads();
   HC_CHECK(config_.prune.target_heads <= total,
            "prune.target_heads ({}) is larger than the number of gated heads ({})",
@@ -146,6 +161,21 @@ void L0Pruning::before_forward(const data::Batch& batch) {
   }
 }
 
+torch::Tensor L0Pruning::batch_objective(const data::Batch& batch, const torch::Tensor& logits,
+                                         const torch::Tensor& loss,
+                                         const PrecisionChoice& precision) {
+  const double w = config_.prune.distill_weight;
+  if (w == 0) return loss;
+  torch::Tensor teacher_logits;
+  {
+    torch::NoGradGuard no_grad;
+    PrecisionScope scope(precision, device_);
+    teacher_logits = teacher_->forward(batch.src, batch.tgt_in);
+  }
+  return loss * (1 - w) + w * model::distillation_loss(logits, teacher_logits, batch.tgt_out,
+                                                       config_.prune.distill_temperature);
+}
+
 train::Regulariser L0Pruning::regulariser(int64_t step) {
   const auto& p = config_.prune;
   // Recovery: cross-entropy alone (the gates are not in the graph).
@@ -173,6 +203,17 @@ void L0Pruning::after_step(int64_t step, const train::Regulariser& r) {
   }
   // `step` steps done before this one: the mask is fixed once step + 1 reach fix_step_.
   if (fix_step_ >= 0 && step + 1 >= fix_step_) {
+    fix_mask(step + 1);
+    return;
+  }
+  // prune.fix_at_target: the ramp is over and, after this step's update, E[open] is at or below
+  // the target.
+  auto expected_open = [&] {
+    torch::NoGradGuard no_grad;
+    return gates_->expected_open().item<double>();
+  };
+  if (config_.prune.fix_at_target && step + 1 >= config_.prune.target_warmup_steps &&
+      expected_open() <= config_.prune.target_heads) {
     fix_mask(step + 1);
     return;
   }
@@ -256,6 +297,7 @@ void L0Pruning::save(const fs::path& dir) {
   run::save_weights(run::CheckpointFolder{dir}.gates(), model::named_weights(*gates_));
   nlohmann::json j = {
       {"lambda1", lambda1_}, {"lambda2", lambda2_}, {"attention", config_.prune.attention}};
+  if (fixed()) j["mask_fixed_at"] = fixed_at_;
   io::write_file_atomic(run::CheckpointFolder{dir}.prune_state(), j.dump(2) + "\n");
 }
 
@@ -270,7 +312,9 @@ void L0Pruning::load(const fs::path& dir) {
   lambda1_ = j.at("lambda1").get<double>();
   lambda2_ = j.at("lambda2").get<double>();
   // A checkpoint of the recovery steps: the mask was fixed, from these gates (which stay).
-  if (fix_step_ >= 0) {
+  if (j.contains("mask_fixed_at")) {
+    fix_mask(j.at("mask_fixed_at").get<int64_t>());
+  } else if (fix_step_ >= 0) {
     const auto state = run::TrainState::from_json(
         nlohmann::json::parse(run::read_checkpoint_file(dir, run::CheckpointFolder::kState)),
         run::CheckpointFolder{dir}.state().string());

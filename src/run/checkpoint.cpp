@@ -254,8 +254,14 @@ namespace {
 
 // The vocabulary files a checkpoint carries, by name in vocab/.
 std::vector<std::pair<fs::path, std::string>> vocab_entries(const data::VocabFiles& vocab) {
-  if (vocab.joint) return {{vocab.src_model, "joint.model"}};
-  return {{vocab.src_model, "src.model"}, {vocab.tgt_model, "tgt.model"}};
+  std::vector<std::pair<fs::path, std::string>> out;
+  if (vocab.joint) {
+    out = {{vocab.src_model, "joint.model"}};
+  } else {
+    out = {{vocab.src_model, "src.model"}, {vocab.tgt_model, "tgt.model"}};
+  }
+  if (!vocab.pieces.empty()) out.emplace_back(vocab.pieces, data::kPieceListFile);
+  return out;
 }
 
 // Runs `write` on the temporary folder `tmp`; on any failure (a full disk, a file too large, a
@@ -464,6 +470,8 @@ CheckpointInfo read_checkpoint_info(const fs::path& dir) {
   info.vocab.joint = fs::exists(dir / "vocab" / "joint.model", ec);
   info.vocab.src_model = dir / "vocab" / (info.vocab.joint ? "joint.model" : "src.model");
   info.vocab.tgt_model = dir / "vocab" / (info.vocab.joint ? "joint.model" : "tgt.model");
+  if (fs::exists(dir / "vocab" / data::kPieceListFile, ec))
+    info.vocab.pieces = dir / "vocab" / data::kPieceListFile;
   const fs::path meta_file = dir / "meta.json";
   info.vocab_fnv1a = string_map(meta, "vocab_fnv1a", meta_file);
   info.corpus_xxh64 = string_map(meta, "corpus_xxh64", meta_file);

@@ -101,6 +101,46 @@ int hc_spm_piece_size(const hc_spm_processor* p) {
   return p->sp.GetPieceSize();
 }
 
+int hc_spm_encode_pieces(const hc_spm_processor* p, const char* text, size_t len, char** pieces,
+                         size_t* bytes, size_t* n, char** error) {
+  return guarded(error, [&] {
+    std::vector<std::string> out;
+    const auto status = p->sp.Encode(std::string(text, len), &out);
+    if (!status.ok()) return fail(error, status.ToString());
+    std::string joined;
+    for (const auto& piece : out) {
+      joined += piece;
+      joined += '\0';
+    }
+    *pieces = static_cast<char*>(std::malloc(joined.size() + 1));
+    if (*pieces == nullptr) return fail(error, "out of memory");
+    std::memcpy(*pieces, joined.data(), joined.size());
+    (*pieces)[joined.size()] = '\0';
+    *bytes = joined.size();
+    *n = out.size();
+    return 0;
+  });
+}
+
+int hc_spm_decode_pieces(const hc_spm_processor* p, const char* pieces, size_t bytes, size_t n,
+                         char** text, size_t* len, char** error) {
+  return guarded(error, [&] {
+    std::vector<std::string> in;
+    for (size_t at = 0; in.size() < n && at < bytes;) {
+      in.emplace_back(pieces + at);
+      at += in.back().size() + 1;
+    }
+    if (in.size() != n) return fail(error, "decode_pieces: fewer pieces than announced");
+    std::string out;
+    const auto status = p->sp.Decode(in, &out);
+    if (!status.ok()) return fail(error, status.ToString());
+    *text = copy_out(out);
+    if (*text == nullptr) return fail(error, "out of memory");
+    *len = out.size();
+    return 0;
+  });
+}
+
 char* hc_spm_id_to_piece(const hc_spm_processor* p, int id) {
   return copy_out(p->sp.IdToPiece(id));
 }

@@ -36,6 +36,14 @@ HC_SPM_API int hc_spm_encode(const hc_spm_processor* p, const char* text, size_t
 // ids[0..n) -> *text[0..*len) (not NUL-terminated).
 HC_SPM_API int hc_spm_decode(const hc_spm_processor* p, const int* ids, size_t n, char** text,
                              size_t* len, char** error);
+// text[0..len) -> its pieces as strings (an unknown character's piece is its surface text), each
+// NUL-terminated, one after the other in *pieces[0..*len); *n pieces.
+HC_SPM_API int hc_spm_encode_pieces(const hc_spm_processor* p, const char* text, size_t len,
+                                    char** pieces, size_t* bytes, size_t* n, char** error);
+// The inverse: n NUL-terminated pieces one after the other in pieces[0..bytes) -> *text[0..*len)
+// (a piece the model does not know is taken as its surface text).
+HC_SPM_API int hc_spm_decode_pieces(const hc_spm_processor* p, const char* pieces, size_t bytes,
+                                    size_t n, char** text, size_t* len, char** error);
 HC_SPM_API int hc_spm_piece_size(const hc_spm_processor* p);
 // The piece of `id` as a NUL-terminated string.
 HC_SPM_API char* hc_spm_id_to_piece(const hc_spm_processor* p, int id);

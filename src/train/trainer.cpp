@@ -128,8 +128,9 @@ void Trainer::check_same_inputs(const run::CheckpointInfo& info) const {
              meta.string(), consequence, info.dir.string());
   }
   for (const auto& [name, recorded] : info.vocab_fnv1a) {
-    const fs::path ours =
-        name == "tgt.model" ? inputs_.vocab_files.tgt_model : inputs_.vocab_files.src_model;
+    const fs::path ours = name == "tgt.model"            ? inputs_.vocab_files.tgt_model
+                          : name == data::kPieceListFile ? inputs_.vocab_files.pieces
+                                                         : inputs_.vocab_files.src_model;
     const std::string now = io::hex64(io::hash_file(ours));
     if (now == recorded) continue;
     const fs::path cache = ours.parent_path();
@@ -520,7 +521,8 @@ void Trainer::accumulate_batches(StepStats& s) {
     }
     // Summed over the batch's target tokens: the gradients hold sums until apply_update.
     const auto ls = model::label_smoothed_loss(logits, b.tgt_out, t.label_smoothing);
-    ls.loss.backward();
+    (extension_ ? extension_->batch_objective(b, logits, ls.loss, inputs_.precision) : ls.loss)
+        .backward();
     s.tokens += ls.tokens;
     s.loss += ls.loss.item<double>();
     s.nll += ls.nll.item<double>();

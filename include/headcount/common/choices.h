@@ -30,6 +30,14 @@ enum class PruneMethod { kL0, kFisher };
 // from (include/headcount/prune/fisher.h).
 enum class ReconstructMode { kOnePass, kSequential, kSequentialStream };
 
+// model.activation: the feed-forward network's nonlinearity (swish = SiLU = x sigmoid(x), as
+// Marian / OPUS-MT; gelu the exact erf form).
+enum class Activation { kRelu, kGelu, kSwish };
+// model.positions: sinusoid layout. interleaved: sin at even features, cos at odd (Vaswani et al.,
+// tensor2tensor's reference code interleaves too); halves: sin in the first half, cos in the
+// second (fairseq, Marian / HF MarianMT).
+enum class PositionLayout { kInterleaved, kHalves };
+
 template <typename E>
 struct ChoiceNames;  // specialised below: `static constexpr std::array<std::pair<E, ...>> table`
 
@@ -51,6 +59,11 @@ HC_CHOICES(PruneMethod, 2, {PruneMethod::kL0, "l0"}, {PruneMethod::kFisher, "fis
 HC_CHOICES(ReconstructMode, 3, {ReconstructMode::kOnePass, "one_pass"},
            {ReconstructMode::kSequential, "sequential"},
            {ReconstructMode::kSequentialStream, "sequential_stream"})
+
+HC_CHOICES(Activation, 3, {Activation::kRelu, "relu"}, {Activation::kGelu, "gelu"},
+           {Activation::kSwish, "swish"})
+HC_CHOICES(PositionLayout, 2, {PositionLayout::kInterleaved, "interleaved"},
+           {PositionLayout::kHalves, "halves"})
 
 #undef HC_CHOICES
 

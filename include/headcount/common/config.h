@@ -75,6 +75,10 @@ struct ModelConfig {
   bool pre_norm = false;       // false: post-norm as Vaswani et al.
   bool tie_embeddings = true;  // source, target and output share one matrix (joint vocabulary)
   int max_positions = 1024;
+  // Variants of imported models (defaults: the models headcount trains).
+  Activation activation = Activation::kRelu;
+  PositionLayout positions = PositionLayout::kInterleaved;
+  bool output_bias = false;  // a learned bias on the output logits (Marian's final_logits_bias)
 };
 
 struct TrainConfig {
@@ -141,6 +145,16 @@ struct PruneConfig {
   // fixed (the gates frozen at the values the export takes: exactly target_heads heads in target
   // mode), so that the pruned model's weights adapt to it before the export (0: off).
   int recovery_steps = 0;
+  // With recovery_steps in target mode: fix the mask as soon as the expected number of open heads
+  // reaches the target after the ramp (at the latest at train.max_steps - recovery_steps), so
+  // that the multipliers cannot carry the gates past it and every step after trains the mask.
+  bool fix_at_target = false;
+  // Knowledge distillation from the unpruned model (prune.init_from, frozen, eval mode; Hinton
+  // et al. 2015, as CoFiPruning): each batch's objective is (1 - w) x cross-entropy + w x T^2 x
+  // KL(teacher || student) of the output distributions at temperature T, per target token; in
+  // the gated and the recovery steps alike (0: off).
+  double distill_weight = 0;
+  double distill_temperature = 1;
   // Adam learning rate of the gates' log_alpha (constant). The model's parameters follow
   // train.lr's schedule; the gates need a larger step to move from their open initialisation.
   double gate_lr = 0.01;

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "headcount/common/config.h"
@@ -21,8 +22,16 @@ inline constexpr int kUnkId = 1;
 inline constexpr int kBosId = 2;
 inline constexpr int kEosId = 3;
 
+// The piece list of an imported model (a Marian vocab.json), beside its SentencePiece models in
+// a checkpoint's vocab/: the model's ids are positions in this list, not the SentencePiece
+// model's own ids. Ids 0-3 are headcount's specials whatever their names.
+inline constexpr const char* kPieceListFile = "pieces.json";
+
 class Vocab {
  public:
+  // A SentencePiece model; with a piece list (kPieceListFile) beside it, text is split into pieces
+  // by the model and each piece takes its id from the list (MarianTokenizer's rule: a piece not in
+  // the list is <unk>; no <s>), and decoding drops the specials and joins the pieces back.
   static Vocab load(const fs::path& model_file);
   Vocab(Vocab&&) noexcept;
   Vocab& operator=(Vocab&&) noexcept;
@@ -41,11 +50,18 @@ class Vocab {
   Vocab();
   std::unique_ptr<hc_spm_processor, Free> sp_;
   fs::path path_;
+  std::vector<std::string> pieces_;  // the piece list (empty: SentencePiece's own ids)
+  std::unordered_map<std::string, int> piece_ids_;
 };
+
+// Reads a piece list file: {"pieces": [...]}, every piece a distinct string, at least the four
+// specials. Errors name the file and the entry.
+std::vector<std::string> read_piece_list(const fs::path& file);
 
 struct VocabFiles {
   fs::path src_model;  // equal to tgt_model when joint
   fs::path tgt_model;
+  fs::path pieces;  // kPieceListFile beside the models (imported models), or empty
   bool joint = true;
   bool from_cache = false;
 };

@@ -20,4 +20,10 @@ struct LossSums {
 LossSums label_smoothed_loss(const torch::Tensor& logits, const torch::Tensor& target,
                              double epsilon, int64_t rows_per_block = 0);
 
+// Knowledge distillation (Hinton et al. 2015): T^2 x KL(softmax(teacher / T) || softmax(student /
+// T)), summed over the positions whose target is not padding; computed in fp32 whatever the
+// logits' dtype (the gradient flows to `student` only). student, teacher [B, T, V]; target [B, T].
+torch::Tensor distillation_loss(const torch::Tensor& student, const torch::Tensor& teacher,
+                                const torch::Tensor& target, double temperature);
+
 }  // namespace headcount::model

@@ -68,6 +68,7 @@ class EncoderLayerImpl : public torch::nn::Module {
  private:
   double dropout_, activation_dropout_;
   bool pre_norm_;
+  Activation activation_;
 };
 TORCH_MODULE(EncoderLayer);
 
@@ -98,6 +99,7 @@ class DecoderLayerImpl : public torch::nn::Module {
  private:
   double dropout_, activation_dropout_;
   bool pre_norm_;
+  Activation activation_;
 };
 TORCH_MODULE(DecoderLayer);
 
@@ -149,6 +151,7 @@ class TransformerImpl : public torch::nn::Module {
 
   torch::nn::Embedding src_embed{nullptr}, tgt_embed{nullptr};
   torch::Tensor output_weight;  // [V, D]; the target embedding's weight when tied
+  torch::Tensor output_bias;    // [V] with model.output_bias, else undefined
   std::vector<EncoderLayer> encoder_layers;
   std::vector<DecoderLayer> decoder_layers;
   torch::nn::LayerNorm encoder_norm{nullptr}, decoder_norm{nullptr};  // pre-norm only
@@ -163,8 +166,10 @@ class TransformerImpl : public torch::nn::Module {
 };
 TORCH_MODULE(Transformer);
 
-// Sinusoidal position encodings [length, dim]: sin at even, cos at odd features.
-torch::Tensor sinusoidal_positions(int64_t length, int64_t dim);
+// Sinusoidal position encodings [length, dim] (model.positions): sin at even, cos at odd features
+// (interleaved), or sin in the first ceil(dim/2) features and cos in the rest (halves).
+torch::Tensor sinusoidal_positions(int64_t length, int64_t dim,
+                                   PositionLayout layout = PositionLayout::kInterleaved);
 // Additive causal mask [T, T]: 0 on and below the diagonal, -inf above.
 torch::Tensor causal_bias(int64_t length, const torch::Device& device);
 

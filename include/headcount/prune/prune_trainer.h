@@ -31,6 +31,10 @@ class L0Pruning : public train::TrainingExtension {
   std::vector<train::ParamGroup> parameter_groups(model::Transformer& model,
                                                   const torch::Device& device) override;
   void before_forward(const data::Batch& batch) override;
+  // With prune.distill_weight: (1 - w) x loss + w x the distillation term from the teacher.
+  torch::Tensor batch_objective(const data::Batch& batch, const torch::Tensor& logits,
+                                const torch::Tensor& loss,
+                                const PrecisionChoice& precision) override;
   train::Regulariser regulariser(int64_t step) override;
   void after_step(int64_t step, const train::Regulariser& r) override;
   void begin_evaluation() override;
@@ -61,6 +65,10 @@ class L0Pruning : public train::TrainingExtension {
   double lambda1_ = 0, lambda2_ = 0;  // target mode: the Lagrange multipliers
   bool finished_ = false;
   int64_t fix_step_ = -1;  // -1: no recovery
+  int64_t fixed_at_ = -1;  // the step the mask was fixed at (-1: not yet)
+  // prune.distill_weight: the unpruned model (prune.init_from), frozen, in eval mode.
+  model::Transformer teacher_{nullptr};
+  torch::Device device_ = torch::kCPU;
   std::optional<std::map<std::string, torch::Tensor>> fixed_values_;
   std::vector<torch::Tensor> fixed_log_alpha_;  // per gated layer
 };

@@ -21,6 +21,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "headcount/common/precision.h"
 #include "headcount/data/batching.h"
 #include "headcount/model/transformer.h"
 
@@ -63,6 +64,14 @@ class TrainingExtension {
   // drawn here); regulariser once per optimizer step, after the batches' backward passes.
   virtual void before_forward(const data::Batch& batch) {}
   virtual Regulariser regulariser(int64_t step) = 0;
+  // Batch objective: what a training batch back-propagates, given its summed label-smoothed
+  // cross-entropy `loss` and the `logits` it came from (computed under `precision`); `loss`
+  // itself by default. Distillation from a teacher adds its term here.
+  virtual torch::Tensor batch_objective(const data::Batch& batch, const torch::Tensor& logits,
+                                        const torch::Tensor& loss,
+                                        const PrecisionChoice& precision) {
+    return loss;
+  }
 
   // After step: called after the optimizer step `step` (0-based) with that step's regulariser.
   virtual void after_step(int64_t step, const Regulariser& r) {}

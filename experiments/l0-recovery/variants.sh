@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The recipe variants of issue 42 after the first 1x runs, resumable like queue.sh (run it again
+# after any interruption: prune runs resume from their checkpoints, finished steps are skipped):
+#   nohup bash experiments/l0-recovery/variants.sh BINARY OUT NAME... > OUT/variants.log 2>&1 &
+# NAME (at the 1x budget, 1,200 steps; each the queue's recovery recipe, target ramp 300,
+# lagrangian_lr 0.05, plus):
+#   fix-N-1x      prune.fix_at_target: the mask is fixed when E[open] first reaches the target N
+#                 (prune.recovery_steps 600 is then the latest fixing point)
+#   kd-fix-N-1x   the same with distillation from the unpruned model (prune.distill_weight 0.5,
+#                 temperature 1) in the gated and the recovery steps
+#   kd-N-1x       distillation alone (the mask fixed at step 600 as in recovery-N-1x)
+# Evaluations: beam 4, all dev and test verses, translations kept; records to
+# experiments/l0-recovery/records/NAME.
+set -euo pipefail
+B=$(realpath "$1")
+R=$2
+shift 2
+mkdir -p "$R"
+cd "$(dirname "$0")/../.."
+base=experiments/voita-table-cpu/baseline
+records=experiments/l0-recovery/records
+for name in "$@"; do
+  n=$(echo "$name" | grep -oE '[0-9]+' | head -1)
+  args=(--set train.max_steps=1200 --set train.eval_every=200 --set prune.target_heads=$n
+    --set prune.target_warmup_steps=300 --set prune.lagrangian_lr=0.05 --set prune.recovery_steps=600)
+  case $name in
+    fix-*) args+=(--set prune.fix_at_target=true) ;;
+    kd-fix-*) args+=(--set prune.fix_at_target=true --set prune.distill_weight=0.5) ;;
+    kd-*) args+=(--set prune.distill_weight=0.5) ;;
+    *) echo "unknown variant $name" >&2; exit 2 ;;
+  esac
+  if [ ! -f "$R/$name/summary.json" ]; then
+    echo "$(date -u +%FT%TZ) $name start"
+    "$B" prune configs/bible-base.yaml configs/bible-prune.yaml --set prune.init_from=$base \
+      "${args[@]}" --out "$R/$name" >> "$R/$name.log" 2>&1
+  fi
+  for s in dev test; do
+    [ -f "$R/$name/eval-$s.json" ] || "$B" eval --checkpoint "$R/$name/pruned" --split "$s" \
+      --out "$R/$name/eval-$s.json" --hyp-out "$R/$name/eval-$s.hyp.txt" > "$R/$name/eval-$s.log" 2>&1
+  done
+  bash scripts/save_records.sh "$R/$name" "$records/$name" "$R/$name.log" > /dev/null
+  echo "$(date -u +%FT%TZ) $name done"
+done

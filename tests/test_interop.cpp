@@ -1,0 +1,341 @@
+// MarianMT import and export against an independent reference: tests/data/marian-tiny holds a
+// random-weight MarianMT folder and the outputs of a Python implementation of HF's MarianMTModel
+// (tests/reference/marian_reference.py; float64 logits, greedy decodes, tokenisation).
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <nlohmann/json.hpp>
+
+#include "headcount/analysis/relevance.h"
+#include "headcount/data/vocab.h"
+#include "headcount/decode/search.h"
+#include "headcount/interop/marian.h"
+#include "headcount/model/safetensors.h"
+#include "headcount/model/transformer.h"
+#include "headcount/prune/export.h"
+#include "headcount/run/checkpoint.h"
+#include "test_util.h"
+
+namespace headcount {
+namespace {
+
+using json = nlohmann::json;
+using testing::TempDir;
+
+const json& reference() {
+  static const json r =
+      json::parse(io::read_file(testing::test_data("marian-tiny") / "reference.json"));
+  return r;
+}
+
+// A nested JSON array of numbers as a float64 tensor.
+torch::Tensor tensor_of(const json& j) {
+  std::vector<double> flat;
+  std::vector<int64_t> shape;
+  const json* at = &j;
+  while (at->is_array()) {
+    shape.push_back(static_cast<int64_t>(at->size()));
+    if (at->empty()) break;
+    at = &(*at)[0];
+  }
+  std::function<void(const json&)> walk = [&](const json& x) {
+    if (x.is_array()) {
+      for (const auto& e : x) walk(e);
+    } else {
+      flat.push_back(x.get<double>());
+    }
+  };
+  walk(j);
+  return torch::tensor(flat, torch::kFloat64).view(shape);
+}
+
+const interop::MarianIds& ids() {
+  static const interop::MarianIds m = interop::MarianIds::make(122, 121, 0, 1);
+  return m;
+}
+
+std::vector<int64_t> to_headcount(const json& marian_ids) {
+  std::vector<int64_t> out;
+  for (const auto& i : marian_ids) out.push_back(ids().to_headcount.at(i.get<int64_t>()));
+  return out;
+}
+
+torch::Tensor row(const std::vector<int64_t>& v) {
+  return torch::tensor(v, torch::kInt64).unsqueeze(0);
+}
+
+// Headcount logits [.., V + 1] in Marian's order [.., V].
+torch::Tensor marian_order(const torch::Tensor& logits) {
+  return logits.index_select(-1, torch::tensor(ids().to_headcount)).to(torch::kFloat64);
+}
+
+// The fixture imported once per test binary (safetensors).
+const fs::path& imported() {
+  static TempDir dir;
+  static const fs::path out = [] {
+    const fs::path p = dir.path() / "ckpt";
+    interop::import_marian(testing::test_data("marian-tiny"), p);
+    return p;
+  }();
+  return out;
+}
+
+model::Transformer load(const fs::path& checkpoint) {
+  auto m = run::load_model(run::read_checkpoint_info(checkpoint), torch::kCPU);
+  m->eval();
+  return m;
+}
+
+TEST(MarianIds, PermutationByHand) {
+  // Marian: eos 0, unk 1, pieces 2-4, pad 5 -> headcount: pad 0 (new), unk 1, bos 2 = Marian's
+  // pad, eos 3, the pieces from 4 on in Marian's order.
+  const auto m = interop::MarianIds::make(6, 5, 0, 1);
+  EXPECT_EQ(m.to_headcount, (std::vector<int64_t>{3, 1, 4, 5, 6, 2}));
+  EXPECT_EQ(m.to_marian, (std::vector<int64_t>{-1, 1, 5, 0, 2, 3, 4}));
+  EXPECT_THROW(interop::MarianIds::make(6, 5, 5, 1), Error);
+}
+
+TEST(MarianImport, TokenisationMatchesMarianTokenizer) {
+  const auto info = run::read_checkpoint_info(imported());
+  const auto src = data::Vocab::load(info.vocab.src_model);
+  const auto tgt = data::Vocab::load(info.vocab.tgt_model);
+  EXPECT_EQ(src.size(), 123);
+  for (const auto& c : reference()["cases"]) {
+    // Source: the pieces' ids, then </s> (added by the batching as by MarianTokenizer).
+    auto got = src.encode(c["source"].get<std::string>());
+    std::vector<int64_t> with_eos(got.begin(), got.end());
+    with_eos.push_back(data::kEosId);
+    EXPECT_EQ(with_eos, to_headcount(c["input_ids"])) << c["source"];
+    auto labels = tgt.encode(c["target"].get<std::string>());
+    std::vector<int64_t> l(labels.begin(), labels.end());
+    l.push_back(data::kEosId);
+    EXPECT_EQ(l, to_headcount(c["labels"])) << c["target"];
+  }
+  for (const auto& d : reference()["detokenize"]) {
+    const auto h = to_headcount(d["ids"]);
+    EXPECT_EQ(tgt.decode(std::vector<int>(h.begin(), h.end())), d["text"].get<std::string>());
+  }
+}
+
+TEST(MarianImport, LogitsAndEncoderOutputMatchTheReference) {
+  auto m = load(imported());
+  torch::NoGradGuard ng;
+  double worst = 0;
+  for (const auto& c : reference()["cases"]) {
+    const auto src = row(to_headcount(c["input_ids"]));
+    const auto enc = m->encode(src);
+    const auto want_enc = tensor_of(c["encoder_last_hidden_state"]);
+    EXPECT_LT((enc.memory[0].to(torch::kFloat64) - want_enc).abs().max().item<double>(), 1e-4);
+    const auto logits = m->forward(src, row(to_headcount(c["decoder_input_ids"])));
+    const auto diff = (marian_order(logits[0]) - tensor_of(c["logits"])).abs().max().item<double>();
+    EXPECT_LT(diff, 1e-4) << c["source"];
+    worst = std::max(worst, diff);
+    // headcount's extra pad row takes no probability.
+    EXPECT_EQ(torch::softmax(logits[0], -1).select(-1, data::kPadId).max().item<float>(), 0.0f);
+  }
+  std::printf("max |logit - reference| over the cases: %.3g\n", worst);
+  // The padded batch: headcount pads with its own pad (masked in the encoder, after the real
+  // positions in the decoder); the real positions equal the reference's.
+  const auto& b = reference()["batch"];
+  std::vector<torch::Tensor> srcs, tgts;
+  for (size_t i = 0; i < b["input_ids"].size(); ++i) {
+    auto s = to_headcount(b["input_ids"][i]);
+    for (size_t k = 0; k < s.size(); ++k)
+      if (b["attention_mask"][i][k] == 0) s[k] = data::kPadId;
+    srcs.push_back(row(s));
+    auto t = to_headcount(b["decoder_input_ids"][i]);
+    for (size_t k = b["decoder_lengths"][i].get<size_t>(); k < t.size(); ++k) t[k] = data::kPadId;
+    tgts.push_back(row(t));
+  }
+  const auto logits = marian_order(m->forward(torch::cat(srcs), torch::cat(tgts)));
+  const auto want = tensor_of(b["logits"]);
+  for (int64_t i = 0; i < 2; ++i) {
+    const int64_t n = b["decoder_lengths"][i].get<int64_t>();
+    EXPECT_LT((logits[i].narrow(0, 0, n) - want[i].narrow(0, 0, n)).abs().max().item<double>(),
+              1e-4);
+  }
+}
+
+TEST(MarianImport, GreedyDecodesAreTheReferences) {
+  auto m = load(imported());
+  torch::NoGradGuard ng;
+  const int64_t steps = reference()["greedy_max_new_tokens"].get<int64_t>();
+  for (const auto& c : reference()["cases"]) {
+    decode::TransformerStepper stepper(m, row(to_headcount(c["input_ids"])), 1);
+    const auto hyp = decode::greedy_search(stepper, {steps});
+    // The reference's output starts with the decoder start (pad) and keeps </s>; headcount's
+    // hypothesis has neither.
+    auto want = to_headcount(c["greedy"]["output_ids"]);
+    want.erase(want.begin());
+    if (c["greedy"]["stopped_at_eos"].get<bool>()) want.pop_back();
+    EXPECT_EQ(hyp[0].tokens, want) << c["source"];
+  }
+}
+
+TEST(MarianImport, PytorchModelBinGivesTheSameWeights) {
+  TempDir dir;
+  const fs::path src = testing::test_data("marian-tiny");
+  fs::create_directories(dir.path() / "bin");
+  for (const char* f :
+       {"config.json", "pytorch_model.bin", "source.spm", "target.spm", "vocab.json"})
+    fs::copy_file(src / f, dir.path() / "bin" / f);
+  const auto r = interop::import_marian(dir.path() / "bin", dir.path() / "ckpt");
+  EXPECT_NE(r.weights_file.find("pytorch_model.bin"), std::string::npos);
+  auto a = load(imported());
+  auto b = load(dir.path() / "ckpt");
+  const auto pa = a->named_parameters();
+  for (const auto& p : b->named_parameters()) EXPECT_TRUE(torch::equal(p.value(), pa[p.key()]));
+}
+
+// The Marian tensors of a folder's model.safetensors, by name.
+std::map<std::string, torch::Tensor> tensors(const fs::path& folder) {
+  std::map<std::string, torch::Tensor> out;
+  for (auto& [name, t] : model::read_safetensors(folder / "model.safetensors").tensors)
+    out[name] = t;
+  return out;
+}
+
+TEST(MarianExport, ImportThenExportGivesBackTheSameFolder) {
+  TempDir dir;
+  const auto r =
+      interop::export_marian(imported(), dir.path() / "hf", interop::ExportMode::kCompatible);
+  EXPECT_EQ(r.architecture.summary(), "8/8/8");
+  const auto orig = tensors(testing::test_data("marian-tiny"));
+  const auto back = tensors(dir.path() / "hf");
+  ASSERT_EQ(orig.size(), back.size());
+  for (const auto& [name, t] : orig) {
+    ASSERT_TRUE(back.count(name)) << name;
+    EXPECT_TRUE(torch::equal(back.at(name), t)) << name;
+  }
+  const fs::path ref = testing::test_data("marian-tiny");
+  EXPECT_EQ(json::parse(io::read_file(dir.path() / "hf" / "vocab.json")),
+            json::parse(io::read_file(ref / "vocab.json")));
+  EXPECT_EQ(io::read_file(dir.path() / "hf" / "source.spm"), io::read_file(ref / "source.spm"));
+  auto config = json::parse(io::read_file(dir.path() / "hf" / "config.json"));
+  EXPECT_EQ(config, json::parse(io::read_file(ref / "config.json")));
+}
+
+TEST(MarianExport, PrunedModelExportsBothWaysWithItsOwnOutputs) {
+  TempDir dir;
+  // Remove five heads of the imported model, among them every encoder-decoder head of layer 1.
+  const std::vector<model::HeadId> removed = {
+      {model::AttentionType::kEncSelf, 0, 1}, {model::AttentionType::kEncSelf, 1, 3},
+      {model::AttentionType::kDecSelf, 0, 0}, {model::AttentionType::kEncDec, 1, 0},
+      {model::AttentionType::kEncDec, 1, 1},  {model::AttentionType::kEncDec, 1, 2},
+      {model::AttentionType::kEncDec, 1, 3}};
+  prune::export_without_heads(imported(), removed, dir.path() / "pruned");
+  auto pruned = load(dir.path() / "pruned");
+  EXPECT_EQ(pruned->architecture().summary(), "6/7/4");
+  interop::export_marian(dir.path() / "pruned", dir.path() / "compat",
+                         interop::ExportMode::kCompatible);
+  const auto native = interop::export_marian(dir.path() / "pruned", dir.path() / "native",
+                                             interop::ExportMode::kNative);
+  EXPECT_EQ(native.architecture, pruned->architecture());
+  // Compatible: the original shapes (4 heads x 4 dims everywhere); native: the pruned ones.
+  EXPECT_EQ(tensors(dir.path() / "compat")
+                .at("model.decoder.layers.1.encoder_attn.q_proj.weight")
+                .sizes(),
+            (torch::IntArrayRef{16, 16}));
+  EXPECT_EQ(tensors(dir.path() / "native")
+                .at("model.decoder.layers.1.encoder_attn.q_proj.weight")
+                .sizes(),
+            (torch::IntArrayRef{0, 16}));
+  interop::import_marian(dir.path() / "compat", dir.path() / "compat-in");
+  interop::import_marian(dir.path() / "native", dir.path() / "native-in");
+  auto compat = load(dir.path() / "compat-in");
+  auto back = load(dir.path() / "native-in");
+  EXPECT_EQ(compat->architecture().summary(), "8/8/8");
+  EXPECT_EQ(back->architecture(), pruned->architecture());
+  torch::NoGradGuard ng;
+  const auto& c = reference()["cases"][1];
+  const auto src = row(to_headcount(c["input_ids"]));
+  const auto tgt = row(to_headcount(c["decoder_input_ids"]));
+  const auto want = pruned->forward(src, tgt);
+  const double compat_diff = (compat->forward(src, tgt) - want).abs().max().item<double>();
+  std::printf("compatible export: max |logit - pruned model's| = %.3g\n", compat_diff);
+  EXPECT_LT(compat_diff, 1e-5);
+  EXPECT_TRUE(torch::equal(back->forward(src, tgt), want));
+}
+
+// A copy of the fixture with one file changed by `edit`.
+fs::path broken_copy(const TempDir& dir, const std::function<void(const fs::path&)>& edit) {
+  const fs::path f = dir.path() / "broken";
+  fs::remove_all(f);
+  fs::copy(testing::test_data("marian-tiny"), f);
+  edit(f);
+  return f;
+}
+
+TEST(MarianImport, MalformedFoldersAreClearErrors) {
+  TempDir dir;
+  auto error = [&](const std::function<void(const fs::path&)>& edit) {
+    const fs::path f = broken_copy(dir, edit);
+    fs::remove_all(dir.path() / "out");
+    return testing::error_of([&] { interop::import_marian(f, dir.path() / "out"); });
+  };
+  auto edit_config = [](const std::function<void(json&)>& change) {
+    return [change](const fs::path& f) {
+      auto j = json::parse(io::read_file(f / "config.json"));
+      change(j);
+      io::write_file_atomic(f / "config.json", j.dump());
+    };
+  };
+  auto has = [](const std::string& e, const std::string& what) {
+    return e.find(what) != std::string::npos;
+  };
+  std::string e = error([](const fs::path& f) { fs::remove(f / "vocab.json"); });
+  EXPECT_TRUE(has(e, "vocab.json: missing")) << e;
+  e = error([](const fs::path& f) {
+    fs::remove(f / "model.safetensors");
+    fs::remove(f / "pytorch_model.bin");
+  });
+  EXPECT_TRUE(has(e, "neither model.safetensors nor pytorch_model.bin")) << e;
+  e = error(edit_config([](json& j) { j["activation_function"] = "tanh"; }));
+  EXPECT_TRUE(has(e, "config.json: \"activation_function\" is \"tanh\"")) << e;
+  e = error(edit_config([](json& j) {
+    j["encoder_ffn_dim"] = 48;
+    j["decoder_ffn_dim"] = 48;
+  }));
+  EXPECT_TRUE(has(e,
+                  "model.safetensors: model.encoder.layers.0.fc1.weight has shape [32, 16], "
+                  "config.json gives [48, 16]"))
+      << e;
+  e = error(edit_config([](json& j) { j.erase("d_model"); }));
+  EXPECT_TRUE(has(e, "config.json: no \"d_model\"")) << e;
+  e = error(edit_config([](json& j) { j["decoder_start_token_id"] = 0; }));
+  EXPECT_TRUE(has(e, "\"decoder_start_token_id\" (0) is not \"pad_token_id\" (121)")) << e;
+  e = error([](const fs::path& f) {
+    auto j = json::parse(io::read_file(f / "vocab.json"));
+    j.erase("<unk>");
+    io::write_file_atomic(f / "vocab.json", j.dump());
+  });
+  EXPECT_TRUE(has(e, "vocab.json: 121 pieces, but config.json's vocab_size is 122")) << e;
+  e = error([](const fs::path& f) { io::write_file_atomic(f / "config.json", "{\"d_model\": "); });
+  EXPECT_TRUE(has(e, "config.json: not valid JSON")) << e;
+  e = error([](const fs::path& f) { io::write_file_atomic(f / "source.spm", "not a model"); });
+  EXPECT_TRUE(has(e, "source.spm: not a valid SentencePiece model")) << e;
+  e = error([](const fs::path& f) {
+    auto st = model::read_safetensors(f / "model.safetensors");
+    st.tensors.emplace_back("model.encoder.extra.weight", torch::zeros({2}));
+    model::write_safetensors(f / "model.safetensors", st);
+  });
+  EXPECT_TRUE(has(e, "tensors the MarianMT model does not have: model.encoder.extra.weight")) << e;
+  // Export needs an imported model.
+  e = testing::error_of([&] {
+    interop::export_marian(dir.path() / "nothing", dir.path() / "x", interop::ExportMode::kNative);
+  });
+  EXPECT_TRUE(has(e, "nothing")) << e;
+}
+
+TEST(MarianImport, RelevanceRefusesNonReluModels) {
+  // The imported model's FFN is swish: relevance propagation's ReLU rule would be wrong there.
+  auto m = load(imported());
+  EXPECT_EQ(m->config().activation, Activation::kSwish);
+  const auto e = testing::error_of([&] {
+    analysis::propagate_relevance(*m, torch::tensor({5, 6, 3}), torch::tensor({2, 7}), 1e-6);
+  });
+  EXPECT_NE(e.find("model.activation is swish"), std::string::npos) << e;
+}
+
+}  // namespace
+}  // namespace headcount
