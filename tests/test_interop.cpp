@@ -226,11 +226,13 @@ TEST(MarianExport, PrunedModelExportsBothWaysWithItsOwnOutputs) {
   prune::export_without_heads(imported(), removed, dir.path() / "pruned");
   auto pruned = load(dir.path() / "pruned");
   EXPECT_EQ(pruned->architecture().summary(), "6/7/4");
-  interop::export_marian(dir.path() / "pruned", dir.path() / "compat",
-                         interop::ExportMode::kCompatible);
+  const auto compatible = interop::export_marian(dir.path() / "pruned", dir.path() / "compat",
+                                                 interop::ExportMode::kCompatible);
+  EXPECT_LT(compatible.max_abs_logit_diff, 1e-5);
   const auto native = interop::export_marian(dir.path() / "pruned", dir.path() / "native",
                                              interop::ExportMode::kNative);
   EXPECT_EQ(native.architecture, pruned->architecture());
+  EXPECT_EQ(native.max_abs_logit_diff, 0.0);
   // Compatible: the original shapes (4 heads x 4 dims everywhere); native: the pruned ones.
   EXPECT_EQ(tensors(dir.path() / "compat")
                 .at("model.decoder.layers.1.encoder_attn.q_proj.weight")

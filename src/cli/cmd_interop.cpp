@@ -45,9 +45,12 @@ void add_export_command(CLI::App& app) {
     const auto r = interop::export_marian(
         *checkpoint, *out,
         *native ? interop::ExportMode::kNative : interop::ExportMode::kCompatible);
-    std::printf("wrote %s (%s): heads %s (enc/dec/enc-dec), %lld tensors, %.1f MB\n", out->c_str(),
-                *native ? "native" : "compatible", r.architecture.summary().c_str(),
-                static_cast<long long>(r.tensors), static_cast<double>(r.bytes) / 1e6);
+    std::printf(
+        "wrote %s (%s): heads %s (enc/dec/enc-dec), %lld tensors, %.1f MB; read back, its logits "
+        "differ from the checkpoint's by at most %.3g\n",
+        out->c_str(), *native ? "native" : "compatible", r.architecture.summary().c_str(),
+        static_cast<long long>(r.tensors), static_cast<double>(r.bytes) / 1e6,
+        r.max_abs_logit_diff);
   });
 }
 

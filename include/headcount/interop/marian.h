@@ -61,6 +61,9 @@ struct ExportResult {
   model::Architecture architecture;
   int64_t tensors = 0;
   int64_t bytes = 0;  // model.safetensors
+  // The folder imported back: max |logit difference| from the checkpoint's model on fixed token
+  // sequences (0 expected for both modes: zero-filled heads contribute exactly 0).
+  double max_abs_logit_diff = 0;
 };
 
 // Writes an imported (possibly pruned or fine-tuned) checkpoint as a MarianMT folder.
