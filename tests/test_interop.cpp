@@ -13,8 +13,11 @@
 #include "headcount/model/safetensors.h"
 #include "headcount/model/transformer.h"
 #include "headcount/prune/export.h"
+#include "headcount/prune/fisher.h"
+#include "headcount/prune/prune_trainer.h"
 #include "headcount/run/checkpoint.h"
 #include "test_util.h"
+#include "tiny_corpus.h"
 
 namespace headcount {
 namespace {
@@ -257,6 +260,47 @@ TEST(MarianExport, PrunedModelExportsBothWaysWithItsOwnOutputs) {
   std::printf("compatible export: max |logit - pruned model's| = %.3g\n", compat_diff);
   EXPECT_LT(compat_diff, 1e-5);
   EXPECT_TRUE(torch::equal(back->forward(src, tgt), want));
+}
+
+TEST(MarianImport, ImportedModelPrunesByL0AndFisherAndEvaluates) {
+  // The commands take an imported checkpoint like one headcount trained: L0 target mode with
+  // distillation and recovery, and Fisher, on the tiny number corpus (its words are pieces, or
+  // <unk>, of the fixture's SentencePiece models).
+  TempDir dir;
+  const Config data = tiny_run_config(dir, 16);
+  Config c = run::read_checkpoint_info(imported()).config;
+  c.data = data.data;
+  c.threads = data.threads;
+  c.prune.init_from = imported().string();
+  c.train.max_steps = 6;
+  c.train.eval_every = 3;
+  c.train.warmup_steps = 2;
+  c.prune.target_heads = 12;
+  c.prune.target_warmup_steps = 2;
+  c.prune.lagrangian_lr = 1.0;
+  c.prune.recovery_steps = 2;
+  c.prune.distill_weight = 0.5;
+  train::TrainOptions o;
+  o.run_dir = dir / "l0";
+  o.init_from = imported();
+  prune::PruneTrainer(c, o).run();
+  const auto l0 = run::read_checkpoint_info(dir / "l0" / "pruned");
+  EXPECT_EQ(l0.architecture.total(), 12);
+  EXPECT_EQ(l0.config.model.activation, Activation::kSwish);
+  EXPECT_FALSE(l0.vocab.pieces.empty());  // the piece list travels with the model
+  c.prune.method = PruneMethod::kFisher;
+  c.prune.distill_weight = 0;
+  c.prune.recovery_steps = 0;
+  c.prune.calibration_sentences = 16;
+  o.run_dir = dir / "fisher";
+  prune::fisher_prune_command(c, o);
+  EXPECT_EQ(run::read_checkpoint_info(dir / "fisher" / "pruned").architecture.total(), 12);
+  // Both export back to MarianMT.
+  for (const char* run : {"l0", "fisher"}) {
+    const auto r = interop::export_marian(dir / run / "pruned", dir / (std::string(run) + "-hf"),
+                                          interop::ExportMode::kCompatible);
+    EXPECT_LT(r.max_abs_logit_diff, 1e-5) << run;
+  }
 }
 
 // A copy of the fixture with one file changed by `edit`.
