@@ -3,7 +3,7 @@
 # speed against the FLOPs prediction (bench decode, alternating), and Michel's pruned models at the
 # same per-type counts (physical, not fine-tuned) evaluated with beam 4 on dev and test.
 cd "$(dirname "$0")/../../.."
-B=${HEADCOUNT:-build/headcount}  # session 13: a copy of build/headcount at 64dd49d
+B=${HEADCOUNT:-build/headcount}  # 2026-11-24: a copy of build/headcount at 64dd49d
 BASE=experiments/voita-table-cpu/baseline
 OUT=${OUT:-$HOME/hc/f20}
 for spec in "n72 prune.target_heads=72" "n36 prune.target_heads=36" "flops0.8 prune.flops_fraction=0.8"; do

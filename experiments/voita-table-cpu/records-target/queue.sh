@@ -1,6 +1,7 @@
 #!/bin/bash
-# Session 16 queue (avx512_bf16 machine): L0 target runs, their beam-4 evaluations, and Michel et al.'s
-# importance pruning fine-tuned with the same budget (analyze compare --finetune); resumable.
+# Queue of 2026-11-25, commit 25ad556 (avx512_bf16 machine): L0 target runs, their beam-4
+# evaluations, and Michel et al.'s importance pruning fine-tuned with the same budget (analyze
+# compare --finetune); resumable.
 # After target-72, two jobs at a time with one LibTorch thread each (no oversubscription).
 cd /work/main
 B=~/hc/bin/headcount
