@@ -480,6 +480,7 @@ double compare_with_reimport(const fs::path& folder, model::TransformerImpl& m, 
   import_marian(folder, tmp);
   auto back = run::load_model(run::read_checkpoint_info(tmp), torch::kCPU);
   fs::remove_all(tmp, ec);
+  torch::NoGradGuard no_grad;
   back->eval();
   const bool was_training = m.is_training();
   m.eval();
@@ -499,6 +500,41 @@ double compare_with_reimport(const fs::path& folder, model::TransformerImpl& m, 
           .item<double>();
   m.train(was_training);
   return diff;
+}
+
+// Every tensor of the MarianMT state dict, in HF's names and Marian's id order.
+std::vector<std::pair<std::string, torch::Tensor>> marian_tensors(model::TransformerImpl* m,
+                                                                  const ModelConfig& mc,
+                                                                  const MarianIds& ids,
+                                                                  ExportMode mode) {
+  torch::NoGradGuard no_grad;
+  const auto marian_order = torch::tensor(ids.to_headcount);
+  std::vector<std::pair<std::string, torch::Tensor>> t;
+  t.emplace_back("final_logits_bias", m->output_bias.index_select(0, marian_order).unsqueeze(0));
+  t.emplace_back("model.shared.weight", m->src_embed->weight.index_select(0, marian_order));
+  if (!mc.tie_embeddings)
+    t.emplace_back("lm_head.weight", m->output_weight.index_select(0, marian_order));
+  const bool native = mode == ExportMode::kNative;
+  for (size_t i = 0; i < m->encoder_layers.size(); ++i) {
+    const auto& L = *m->encoder_layers[i];
+    const std::string p = fmt::format("model.encoder.layers.{}", i);
+    add_attention(t, p + ".self_attn", *L.self_attn, native ? L.self_attn->num_heads() : mc.heads);
+    add_norm(t, p + ".self_attn_layer_norm", *L.self_attn_norm);
+    add_ffn(t, p, *L.fc1, *L.fc2);
+    add_norm(t, p + ".final_layer_norm", *L.ffn_norm);
+  }
+  for (size_t i = 0; i < m->decoder_layers.size(); ++i) {
+    const auto& L = *m->decoder_layers[i];
+    const std::string p = fmt::format("model.decoder.layers.{}", i);
+    add_attention(t, p + ".self_attn", *L.self_attn, native ? L.self_attn->num_heads() : mc.heads);
+    add_norm(t, p + ".self_attn_layer_norm", *L.self_attn_norm);
+    add_attention(t, p + ".encoder_attn", *L.cross_attn,
+                  native ? L.cross_attn->num_heads() : mc.heads);
+    add_norm(t, p + ".encoder_attn_layer_norm", *L.cross_attn_norm);
+    add_ffn(t, p, *L.fc1, *L.fc2);
+    add_norm(t, p + ".final_layer_norm", *L.ffn_norm);
+  }
+  return t;
 }
 
 }  // namespace
@@ -528,33 +564,8 @@ ExportResult export_marian(const fs::path& checkpoint, const fs::path& out, Expo
   HC_CHECK(info.tgt_vocab_size == ids.size + 1, "{}: {} pieces, the record says {} + 1",
            checkpoint.string(), info.tgt_vocab_size, ids.size);
   auto m = run::load_model(info, torch::kCPU);
-  torch::NoGradGuard no_grad;
-  const auto marian_order = torch::tensor(ids.to_headcount);
-  std::vector<std::pair<std::string, torch::Tensor>> t;
-  t.emplace_back("final_logits_bias", m->output_bias.index_select(0, marian_order).unsqueeze(0));
-  t.emplace_back("model.shared.weight", m->src_embed->weight.index_select(0, marian_order));
-  if (!mc.tie_embeddings)
-    t.emplace_back("lm_head.weight", m->output_weight.index_select(0, marian_order));
+  const auto t = marian_tensors(m.get(), mc, ids, mode);
   const bool native = mode == ExportMode::kNative;
-  for (size_t i = 0; i < m->encoder_layers.size(); ++i) {
-    const auto& L = *m->encoder_layers[i];
-    const std::string p = fmt::format("model.encoder.layers.{}", i);
-    add_attention(t, p + ".self_attn", *L.self_attn, native ? L.self_attn->num_heads() : mc.heads);
-    add_norm(t, p + ".self_attn_layer_norm", *L.self_attn_norm);
-    add_ffn(t, p, *L.fc1, *L.fc2);
-    add_norm(t, p + ".final_layer_norm", *L.ffn_norm);
-  }
-  for (size_t i = 0; i < m->decoder_layers.size(); ++i) {
-    const auto& L = *m->decoder_layers[i];
-    const std::string p = fmt::format("model.decoder.layers.{}", i);
-    add_attention(t, p + ".self_attn", *L.self_attn, native ? L.self_attn->num_heads() : mc.heads);
-    add_norm(t, p + ".self_attn_layer_norm", *L.self_attn_norm);
-    add_attention(t, p + ".encoder_attn", *L.cross_attn,
-                  native ? L.cross_attn->num_heads() : mc.heads);
-    add_norm(t, p + ".encoder_attn_layer_norm", *L.cross_attn_norm);
-    add_ffn(t, p, *L.fc1, *L.fc2);
-    add_norm(t, p + ".final_layer_norm", *L.ffn_norm);
-  }
   // config.json: the original, with the weights' own sizes; native: the per-layer heads.
   json config = origin.at("config_json");
   config["d_model"] = mc.d_model;
