@@ -366,8 +366,8 @@ TEST(PruneRun, DistillationObjectiveMixesCrossEntropyWithTheInitModelsKl) {
   const auto got = l0.batch_objective(b, logits, ce, PrecisionChoice{});
   auto teacher = run::load_model(info, torch::kCPU);
   teacher->eval();
-  const auto kl = model::distillation_loss(logits, teacher->forward(b.src, b.tgt_in).detach(),
-                                           b.tgt_out, 2);
+  const auto kl =
+      model::distillation_loss(logits, teacher->forward(b.src, b.tgt_in).detach(), b.tgt_out, 2);
   EXPECT_GT(kl.item<double>(), 1e-4);  // the student differs from the teacher
   EXPECT_NEAR(got.item<double>(), 0.75 * 3.5 + 0.25 * kl.item<double>(), 1e-5);
   // Weight 0: the cross-entropy alone, the same tensor.
