@@ -147,6 +147,15 @@ std::vector<nlohmann::json> events(const fs::path& run, const std::string& kind)
   return out;
 }
 
+// The error of loading `c` as a YAML text named "bad" ("(no error)" when it loads).
+std::string load_error(const Config& c) {
+  return testing::error_of([&] {
+    ConfigLoader l;
+    l.apply_yaml_text(dump_config(c), "bad");
+    l.finish();
+  });
+}
+
 void run_prune(const Config& c, const fs::path& out) {
   train::TrainOptions o;
   o.run_dir = out;
@@ -285,11 +294,7 @@ TEST(PruneRun, RecoveryTrainsTheWeightsUnderTheFixedFinalMask) {
   // Recovery needs gated steps before it.
   Config bad = c;
   bad.prune.recovery_steps = 60;
-  const std::string e = testing::error_of([&] {
-    ConfigLoader l;
-    l.apply_yaml_text(dump_config(bad), "bad");
-    l.finish();
-  });
+  const std::string e = load_error(bad);
   EXPECT_NE(e.find("prune.recovery_steps (60, from bad"), std::string::npos) << e;
 }
 
@@ -327,11 +332,7 @@ TEST(PruneRun, FixAtTargetFixesTheMaskWhenTheExpectedCountReachesTheTarget) {
   // fix_at_target needs target mode and recovery steps.
   Config bad = c;
   bad.prune.recovery_steps = 0;
-  const std::string e = testing::error_of([&] {
-    ConfigLoader l;
-    l.apply_yaml_text(dump_config(bad), "bad");
-    l.finish();
-  });
+  const std::string e = load_error(bad);
   EXPECT_NE(e.find("prune.fix_at_target (from bad"), std::string::npos) << e;
 }
 

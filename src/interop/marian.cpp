@@ -11,7 +11,6 @@
 
 #include "headcount/common/check.h"
 #include "headcount/common/io.h"
-#include "headcount/common/log.h"
 #include "headcount/data/vocab.h"
 #include "headcount/model/safetensors.h"
 #include "headcount/model/transformer.h"
@@ -20,7 +19,6 @@
 namespace headcount::interop {
 
 using json = nlohmann::json;
-using model::AttentionType;
 
 MarianIds MarianIds::make(int64_t size, int64_t pad, int64_t eos, int64_t unk) {
   HC_CHECK(size > 3 && pad != eos && pad != unk && eos != unk && pad >= 0 && eos >= 0 && unk >= 0 &&
@@ -81,7 +79,7 @@ T value(const json& j, const char* key, const fs::path& file, std::optional<T> f
 struct MarianConfig {
   ModelConfig model;
   model::Architecture arch;
-  MarianIds ids;
+  int64_t vocab_size = 0, pad = 0, eos = 0;  // Marian's ids (unk comes from vocab.json)
   json original;
 };
 
@@ -173,9 +171,9 @@ MarianConfig read_config(const fs::path& folder) {
            "{}: \"decoder_start_token_id\" ({}) is not \"pad_token_id\" ({}); MarianMT starts "
            "decoding with pad, and so does the import",
            file.string(), start, pad);
-  c.ids.size = V;
-  c.ids.pad = pad;
-  c.ids.eos = value<int64_t>(j, "eos_token_id", file);
+  c.vocab_size = V;
+  c.pad = pad;
+  c.eos = value<int64_t>(j, "eos_token_id", file);
   c.arch = native_heads(j, file, m);
   return c;
 }
@@ -304,21 +302,22 @@ torch::Tensor to_headcount_rows(const torch::Tensor& rows, const MarianIds& ids,
   return torch::cat({first.unsqueeze(0), rows.index_select(0, torch::tensor(order))}, 0);
 }
 
-void fill_model(model::TransformerImpl& m, Weights& w, const MarianConfig& c) {
+void fill_model(model::TransformerImpl& m, Weights& w, const MarianConfig& c,
+                const MarianIds& ids) {
   torch::NoGradGuard no_grad;
-  const int64_t d = c.model.d_model, f = c.model.ffn_dim, V = c.ids.size;
+  const int64_t d = c.model.d_model, f = c.model.ffn_dim, V = ids.size;
   const auto shared = w.has("model.shared.weight")
                           ? w.take("model.shared.weight", {V, d})
                           : w.take("model.encoder.embed_tokens.weight", {V, d});
   const auto zero_row = torch::zeros({d});
-  m.src_embed->weight.copy_(to_headcount_rows(shared, c.ids, zero_row));
+  m.src_embed->weight.copy_(to_headcount_rows(shared, ids, zero_row));
   if (!c.model.tie_embeddings) {
-    m.tgt_embed->weight.copy_(to_headcount_rows(shared, c.ids, zero_row));
-    m.output_weight.copy_(to_headcount_rows(w.take("lm_head.weight", {V, d}), c.ids, zero_row));
+    m.tgt_embed->weight.copy_(to_headcount_rows(shared, ids, zero_row));
+    m.output_weight.copy_(to_headcount_rows(w.take("lm_head.weight", {V, d}), ids, zero_row));
   }
   const auto bias =
       w.has("final_logits_bias") ? w.take("final_logits_bias", {1, V})[0] : torch::zeros({V});
-  m.output_bias.copy_(to_headcount_rows(bias, c.ids, torch::tensor(kExcludedLogit).to(bias)));
+  m.output_bias.copy_(to_headcount_rows(bias, ids, torch::tensor(kExcludedLogit).to(bias)));
   for (size_t i = 0; i < m.encoder_layers.size(); ++i) {
     auto& L = *m.encoder_layers[i];
     const std::string p = fmt::format("model.encoder.layers.{}", i);
@@ -360,34 +359,25 @@ ImportResult import_marian(const fs::path& folder, const fs::path& out) {
     require_file(folder / name);
   HC_CHECK(!fs::exists(out, ec) || fs::is_empty(out, ec),
            "{} exists and is not empty: refusing to overwrite it", out.string());
-  MarianConfig c = read_config(folder);
-  const auto marian_pieces = read_vocab_json(folder / "vocab.json", c.ids.size);
+  const MarianConfig c = read_config(folder);
+  const auto marian_pieces = read_vocab_json(folder / "vocab.json", c.vocab_size);
   int64_t unk = -1;
-  for (int64_t i = 0; i < c.ids.size; ++i)
+  for (int64_t i = 0; i < c.vocab_size; ++i)
     if (marian_pieces[i] == "<unk>") unk = i;
   HC_CHECK(unk >= 0, "{}: no \"<unk>\" piece", (folder / "vocab.json").string());
-  c.ids = MarianIds::make(c.ids.size, c.ids.pad, c.ids.eos, unk);
+  const auto ids = MarianIds::make(c.vocab_size, c.pad, c.eos, unk);
   // The piece list in headcount's order; row 0 (headcount's pad) is a name no text produces.
-  std::vector<std::string> pieces(c.ids.size + 1);
+  std::vector<std::string> pieces(ids.size + 1);
   pieces[0] = "<headcount:pad>";
-  for (int64_t i = 0; i < c.ids.size; ++i) pieces[c.ids.to_headcount[i]] = marian_pieces[i];
-  // Both SentencePiece models must load.
-  for (const char* name : {"source.spm", "target.spm"}) {
-    try {
-      (void)data::Vocab::load(folder / name);
-    } catch (const Error& e) {
-      // Marian's models have other special ids than headcount's own: only a load failure counts.
-      if (std::string(e.what()).find("special ids") == std::string::npos) throw;
-    }
-  }
+  for (int64_t i = 0; i < ids.size; ++i) pieces[ids.to_headcount[i]] = marian_pieces[i];
   fs::path weights_file;
   auto tensors = read_weights(folder, &weights_file);
   Weights w(std::move(tensors), weights_file);
-  const int64_t V = c.ids.size + 1;
+  const int64_t V = ids.size + 1;
   model::Transformer m(c.model, c.arch, V, V);
-  fill_model(*m, w, c);
+  fill_model(*m, w, c, ids);
 
-  // The checkpoint: config, weights, the two SentencePiece models, the piece list, import.json.
+  // The checkpoint: config, weights, the two SentencePiece models beside the piece list.
   Config config;
   config.model = c.model;
   config.vocab.joint = true;  // one id space (the piece list), two SentencePiece models
@@ -400,22 +390,29 @@ ImportResult import_marian(const fs::path& folder, const fs::path& out) {
   files.src_model = stage / "src.model";
   files.tgt_model = stage / "tgt.model";
   files.pieces = stage / data::kPieceListFile;
-  fs::copy_file(folder / "source.spm", files.src_model, fs::copy_options::overwrite_existing);
-  fs::copy_file(folder / "target.spm", files.tgt_model, fs::copy_options::overwrite_existing);
   // Where the model came from travels with the piece list into every checkpoint made from it
   // (fine-tuned, pruned), for the export.
   json record = {
       {"folder", fs::absolute(folder).lexically_normal().string()},
       {"weights", weights_file.filename().string()},
       {"weights_fnv1a", io::hex64(io::hash_file(weights_file))},
-      {"marian_ids",
-       {{"size", c.ids.size}, {"pad", c.ids.pad}, {"eos", c.ids.eos}, {"unk", c.ids.unk}}},
+      {"marian_ids", {{"size", ids.size}, {"pad", ids.pad}, {"eos", ids.eos}, {"unk", ids.unk}}},
       {"config_json", c.original}};
   if (fs::exists(folder / "tokenizer_config.json", ec))
     record["tokenizer_config_json"] = read_json_file(folder / "tokenizer_config.json");
-  io::write_file_atomic(files.pieces,
-                        json{{"pieces", pieces}, {kOriginKey, record}}.dump(1) + "\n");
   try {
+    io::write_file_atomic(files.pieces,
+                          json{{"pieces", pieces}, {kOriginKey, record}}.dump(1) + "\n");
+    // Each SentencePiece model must load as the checkpoint will load it (beside the list).
+    for (const auto& [from, to] : {std::pair{folder / "source.spm", files.src_model},
+                                   std::pair{folder / "target.spm", files.tgt_model}}) {
+      fs::copy_file(from, to, fs::copy_options::overwrite_existing);
+      try {
+        (void)data::Vocab::load(to);
+      } catch (const Error& e) {
+        HC_FAIL("{}: not a valid SentencePiece model ({})", from.string(), e.what());
+      }
+    }
     run::save_checkpoint(out, m, nullptr, run::TrainState{}, config, files);
   } catch (...) {
     fs::remove_all(stage, ec);
