@@ -30,6 +30,7 @@ const CommandSpec kCommands[] = {
     {"export", add_export_command},
     {"sweep", add_sweep_command},
     {"report", add_report_command},
+    {"reproduce", add_reproduce_command},
     {"analyze", add_analyze_command},
     {"launch", add_launch_command},
     {"translate", add_translate_command},

@@ -1,4 +1,5 @@
 #include "headcount/eval/record.h"
+#include "headcount/common/provenance.h"
 
 #include <fmt/format.h>
 
@@ -52,6 +53,7 @@ nlohmann::ordered_json to_json(const EvalRecord& r) {
   j["sentences_per_s"] = r.sentences_per_s;
   if (!r.hyp_file.empty()) j["hyp_file"] = r.hyp_file;
   j["ref_files"] = r.ref_files;
+  j["provenance"] = provenance::record();  // the commit and machine it was decoded with
   for (const auto& s : r.scores) {
     nlohmann::ordered_json e;
     if (s.bleu) e["bleu"] = *s.bleu;

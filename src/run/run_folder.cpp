@@ -7,6 +7,7 @@
 
 #include "headcount/common/check.h"
 #include "headcount/common/io.h"
+#include "headcount/common/provenance.h"
 #include "headcount/common/run_guard.h"
 #include "headcount/common/text.h"
 
@@ -142,7 +143,9 @@ RunSummary RunSummary::from_json(const nlohmann::json& j, const std::string& ori
 }
 
 void write_summary(const RunFolder& folder, const RunSummary& summary) {
-  io::write_file_atomic(folder.summary(), summary.to_json().dump(2) + "\n");
+  auto j = summary.to_json();
+  j["provenance"] = provenance::record();  // the commit, machine, LibTorch the run ended on
+  io::write_file_atomic(folder.summary(), j.dump(2) + "\n");
 }
 
 RunSummary read_summary(const RunFolder& folder) {

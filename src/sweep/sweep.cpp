@@ -33,9 +33,10 @@
 #include "headcount/prune/outcome.h"
 #include "headcount/run/run_folder.h"
 #include "headcount/train/trainer.h"
+#include "sweep/sweep_yaml.h"
 
 namespace headcount::sweep {
-namespace {
+namespace detail {
 
 std::string where(const fs::path& file, const YAML::Node& node) {
   return fmt::format("{}:{}", file.string(), node.Mark().line + 1);
@@ -93,6 +94,16 @@ Assignments assignments(const YAML::Node& node, const fs::path& file, const std:
   for (const auto& kv : node) out.emplace_back(kv.first.Scalar(), yaml_text(kv.second));
   return out;
 }
+
+}  // namespace detail
+
+namespace {
+
+using detail::assignments;
+using detail::name_text;
+using detail::string_list;
+using detail::where;
+using detail::yaml_text;
 
 void check_configs_exist(const std::vector<std::string>& configs, const fs::path& file,
                          const YAML::Node& node, const std::string& key) {

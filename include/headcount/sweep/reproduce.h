@@ -1,0 +1,160 @@
+// `headcount reproduce EXPERIMENT.yaml --out DIR`: a whole pruning experiment from one file, as
+// Voita et al.'s Table 1 is made: the baseline (trained in legs, or committed weights), lambda
+// series with their zero-pruning controls, the pruned architectures retrained from scratch with the
+// baseline's recipe (legs included), target head counts against Michel et al.'s importance pruning
+// with the same fine-tuning, beam evaluations of every model on every split with the translations
+// kept, then the reports. Each seed's runs form a sweep folder (OUT/seed-S, readable by `report`);
+// OUT/results.md gathers the seeds: mean and standard deviation per cell, the change against the
+// control as the mean of the paired (same-seed) differences with a paired t-test over the seeds.
+//
+//   baseline:                        # either committed weights ...
+//     from: experiments/voita-table-cpu/baseline
+//   # baseline: {configs: [configs/bible-base.yaml], set: {}, legs: [3000, 6000]}   # ... or
+//   trained prune: {configs: [configs/bible-base.yaml, configs/bible-prune.yaml], set: {}} series:
+//   # each with its control (lambda 0) named NAME-l0
+//     - {name: all, lambdas: [0.05, 0.1]}
+//     - {name: enc, lambdas: [0.04], set: {prune.attention: [enc_self], prune.train_parts:
+//     [encoder]}}
+//   scratch: {configs: [configs/bible-base.yaml], legs: [3000, 6000], runs: [all-l0.1]}
+//   targets:                         # L0 with a target head count, against Michel et al.
+//     set: {prune.target_warmup_steps: 600}
+//     runs: [{heads: 72}, {heads: 18, set: {prune.lagrangian_lr: 0.03}}]
+//     compare_sentences: 0           # the analysis' sentences (0: all); its fine-tuning: the run's
+//   evaluate: {splits: [dev, test], beam: 4}
+//   seeds: 1                         # seeds 1..K (`seed`: data order, init, dropout, gates)
+//   goals: [...]                     # checked in results.md (ExperimentGoal)
+//   profiles:                        # --profile NAME: these top-level keys replace the file's
+//     quick: {seeds: 2, ...}
+//
+// Every piece is a child process of this binary; a piece is done when its marker OUT/steps/ID.json
+// (exit status, seconds, training steps, provenance) exists, so running the command again after
+// any interruption skips what is done and resumes the rest from its checkpoints.
+#pragma once
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "headcount/sweep/sweep.h"
+
+namespace headcount::sweep {
+
+struct ExperimentSeries {
+  std::string name;
+  Assignments set;
+  std::vector<std::string> lambdas;  // as written ("0.05"); the control (0) is added
+};
+
+struct ExperimentTarget {
+  int64_t heads = 0;
+  Assignments set;
+  std::string control;  // "" : the first series' control
+};
+
+// A goal checked on the seeds' means (results.md): `kind` is
+//   control_gain    the control's change against the baseline is at most `max` (the first split)
+//   removed_within  some run removes at least `fraction` of the heads of `heads_of` (enc_self,
+//                   dec_self, enc_dec or all) within `within` BLEU of its control, on every split
+//   scratch_within  every from-scratch run is within `within` BLEU of its pruned run, every split
+struct ExperimentGoal {
+  std::string text, kind, heads_of = "all";
+  double max = 0, fraction = 0, within = 0;
+};
+
+struct ExperimentSpec {
+  fs::path file;
+  std::string profile;
+  fs::path baseline_from;  // committed weights (a checkpoint folder), or train:
+  std::vector<std::string> baseline_configs;
+  Assignments baseline_set;
+  std::vector<int64_t> baseline_legs;
+  std::vector<std::string> prune_configs;
+  Assignments prune_set;
+  std::vector<ExperimentSeries> series;
+  std::vector<std::string> scratch_configs;
+  Assignments scratch_set;
+  std::vector<int64_t> scratch_legs;
+  std::vector<std::string> scratch_runs;
+  Assignments target_set;
+  std::vector<ExperimentTarget> targets;
+  int compare_sentences = 0;
+  std::vector<std::string> splits = {"dev", "test"};
+  int beam = 4;
+  int seeds = 1;
+  std::vector<ExperimentGoal> goals;
+};
+
+// Parses and checks an experiment file (with --profile's keys replacing the file's); every run's
+// config is resolved once, so a misspelt key is reported with the file's line before anything runs.
+ExperimentSpec load_experiment(const fs::path& file, const std::string& profile = "");
+
+// The prune runs of one seed as a sweep (OUT/seed-S/sweep.json, what `report` reads).
+SweepSpec seed_sweep(const ExperimentSpec& e, const fs::path& out, int seed);
+
+// One piece of the plan: a child process of headcount (or, for kind "copy", the baseline's weights
+// copied into OUT/baseline).
+struct Step {
+  std::string id;    // "seed-1/all-l0.1/prune", also its marker's name
+  std::string kind;  // copy, train, prune, eval, compare, report
+  std::vector<std::string> args;
+  fs::path log;
+  std::vector<size_t> deps;  // steps that must be done first
+  int64_t train_steps = 0;   // training steps it runs (train, prune, compare's fine-tuning)
+  int64_t sentences = 0;     // splits it decodes (eval: 1; compare's analysis: about 2)
+};
+
+struct Plan {
+  std::vector<Step> steps;
+  fs::path baseline;  // the checkpoint every prune run starts from
+};
+
+// The whole plan into `out` with `threads_blas` BLAS threads per process (0: leave threads alone).
+Plan make_plan(const ExperimentSpec& e, const fs::path& out, int threads_blas);
+
+// Seconds per training step and per evaluated split for an estimate: measured from the markers of
+// the pieces finished on this machine where there are any, else prior figures of a 2-core CPU.
+struct Rates {
+  double prune_step_s = 0, train_step_s = 0, eval_split_s = 0;
+  bool measured = false;
+};
+double estimate_seconds(const Step& s, const Rates& r);
+
+struct ReproduceOptions {
+  fs::path out;
+  fs::path executable;
+  int workers = 1;
+  int cores = 0;
+  bool dry_run = false;  // print the plan and the estimates, run nothing
+};
+
+struct ReproduceOutcome {
+  int done = 0, skipped = 0, failed = 0, interrupted = 0;
+  std::vector<std::string> failed_ids;
+};
+
+// The plan as a table: each piece, its state and its estimate, with the total.
+std::string plan_table(const Plan& plan, const fs::path& out, const Rates& rates);
+// Runs the plan (N pieces at once), skipping finished pieces; writes OUT/results.md at the end.
+ReproduceOutcome run_reproduce(const ExperimentSpec& e, const ReproduceOptions& o);
+
+// The seeds' summary: mean, sample standard deviation, and the two-sided p-value of a one-sample t
+// test of the mean against 0 (paired differences), nullopt with fewer than two values.
+struct SeedStats {
+  size_t n = 0;
+  double mean = 0;
+  std::optional<double> sd, p;
+};
+SeedStats seed_stats(const std::vector<double>& values);
+// P(|T| >= |t|) for Student's t with `df` degrees of freedom (the regularised incomplete beta).
+double t_test_two_sided_p(double t, double df);
+
+// The goals of the experiment checked on `numbers` (results.json: per row its kind, heads "e/d/de"
+// and per split {n, mean, sd} and SPLIT_change {n, mean, sd, p}), as a markdown section.
+std::string goals_section(const ExperimentSpec& e, const nlohmann::json& numbers);
+
+// OUT/results.md and OUT/results.json from the seeds' folders (after each seed's `report`).
+std::string write_seed_report(const ExperimentSpec& e, const fs::path& out);
+
+}  // namespace headcount::sweep

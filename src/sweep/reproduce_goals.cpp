@@ -1,0 +1,129 @@
+// The goals of an experiment file checked on its gathered results (results.json's numbers).
+#include <fmt/format.h>
+
+#include <array>
+#include <optional>
+#include <sstream>
+
+#include "headcount/sweep/reproduce.h"
+
+namespace headcount::sweep {
+namespace {
+
+using json = nlohmann::json;
+
+// Heads kept of `type` ("all" or a type) from "e/d/de" (the first seed's where seeds differ).
+std::optional<double> kept(const json& row, const std::string& type) {
+  std::istringstream in(row.value("heads", std::string()));
+  std::array<double, 3> h{};
+  char a = 0, b = 0;
+  if (!(in >> h[0] >> a >> h[1] >> b >> h[2])) return std::nullopt;
+  if (type == "enc_self") return h[0];
+  if (type == "dec_self") return h[1];
+  if (type == "enc_dec") return h[2];
+  return h[0] + h[1] + h[2];
+}
+
+std::optional<double> change_of(const json& row, const std::string& split) {
+  const auto key = split + "_change";
+  if (!row.contains(key) || row[key].value("n", 0) == 0) return std::nullopt;
+  return row[key].value("mean", 0.0);
+}
+
+std::string changes_text(const json& row, const std::vector<std::string>& splits) {
+  std::string t;
+  for (const auto& s : splits)
+    if (const auto c = change_of(row, s))
+      t += fmt::format("{}{} {:+.2f}", t.empty() ? "" : ", ", s, *c);
+  return t;
+}
+
+// Whether every split's change is at least -within (and every split has one).
+bool within(const json& row, const std::vector<std::string>& splits, double w) {
+  for (const auto& s : splits) {
+    const auto c = change_of(row, s);
+    if (!c || *c < -w) return false;
+  }
+  return true;
+}
+
+std::string control_gain(const ExperimentGoal& g, const ExperimentSpec& e, const json& n,
+                         bool& met) {
+  std::string t;
+  met = true;
+  bool any = false;
+  for (const auto& [name, row] : n.items()) {
+    if (row.value("kind", "") != "control") continue;
+    const auto c = change_of(row, e.splits.front());
+    any = true;
+    met &= c && *c <= g.max;
+    t += fmt::format("{}{}: {} against the baseline", t.empty() ? "" : "; ", name,
+                     changes_text(row, e.splits));
+  }
+  met &= any;
+  return any ? t : "no control evaluated";
+}
+
+std::string removed_within(const ExperimentGoal& g, const ExperimentSpec& e, const json& n,
+                           bool& met) {
+  const auto total = n.contains("baseline") ? kept(n["baseline"], g.heads_of) : std::nullopt;
+  met = false;
+  if (!total || *total <= 0) return "the baseline's heads are not known";
+  std::string best, closest;
+  double best_fraction = -1, closest_fraction = -1;
+  for (const auto& [name, row] : n.items()) {
+    if (row.value("kind", "") != "pruned") continue;
+    const auto k = kept(row, g.heads_of);
+    if (!k) continue;
+    const double fraction = 1 - *k / *total;
+    const std::string text =
+        fmt::format("{} removes {:.0f} of {:.0f} ({:.0f}%) at {} against its control", name,
+                    *total - *k, *total, 100 * fraction, changes_text(row, e.splits));
+    if (fraction >= g.fraction && within(row, e.splits, g.within) && fraction > best_fraction)
+      best = text, best_fraction = fraction;
+    if (fraction >= g.fraction && (closest.empty() || fraction < closest_fraction))
+      closest = text, closest_fraction = fraction;
+  }
+  met = !best.empty();
+  if (met) return best;
+  return closest.empty() ? "no run removes that many" : "not within: " + closest;
+}
+
+std::string scratch_within(const ExperimentGoal& g, const ExperimentSpec& e, const json& n,
+                           bool& met) {
+  std::string t;
+  met = true;
+  bool any = false;
+  for (const auto& [name, row] : n.items()) {
+    if (row.value("kind", "") != "scratch") continue;
+    any = true;
+    met &= within(row, e.splits, g.within);
+    t += fmt::format("{}{}: {} against from trained", t.empty() ? "" : "; ", name,
+                     changes_text(row, e.splits));
+  }
+  met &= any;
+  return any ? t : "no from-scratch run evaluated";
+}
+
+}  // namespace
+
+std::string goals_section(const ExperimentSpec& e, const json& numbers) {
+  if (e.goals.empty()) return "";
+  std::string md =
+      "## Goals (on the seeds' means)\n\n| goal | result | met |\n| --- | --- | --- |\n";
+  for (const auto& g : e.goals) {
+    bool met = false;
+    std::string result;
+    if (g.kind == "control_gain")
+      result = control_gain(g, e, numbers, met);
+    else if (g.kind == "removed_within")
+      result = removed_within(g, e, numbers, met);
+    else
+      result = scratch_within(g, e, numbers, met);
+    md += fmt::format("| {} | {} | {} |\n", g.text.empty() ? g.kind : g.text, result,
+                      met ? "yes" : "no");
+  }
+  return md;
+}
+
+}  // namespace headcount::sweep

@@ -1,0 +1,280 @@
+// OUT/results.md of `headcount reproduce`: the seeds of every cell gathered (mean, standard
+// deviation, paired differences and their t test), the goals checked, and where each figure was
+// computed (commit, machine, LibTorch, precision).
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <cmath>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "headcount/common/check.h"
+#include "headcount/common/io.h"
+#include "headcount/common/provenance.h"
+#include "headcount/eval/record.h"
+#include "headcount/prune/outcome.h"
+#include "headcount/run/run_folder.h"
+#include "headcount/sweep/reproduce.h"
+
+namespace headcount::sweep {
+namespace {
+
+using json = nlohmann::json;
+
+// The continued fraction of the regularised incomplete beta function (modified Lentz).
+double beta_fraction(double a, double b, double x) {
+  constexpr double kTiny = 1e-300, kEps = 1e-15;
+  double c = 1, d = 1 - (a + b) * x / (a + 1);
+  if (std::fabs(d) < kTiny) d = kTiny;
+  d = 1 / d;
+  double h = d;
+  for (int m = 1; m <= 10000; ++m) {
+    const double m2 = 2.0 * m;
+    double aa = m * (b - m) * x / ((a + m2 - 1) * (a + m2));
+    for (int pass = 0; pass < 2; ++pass) {
+      d = 1 + aa * d;
+      if (std::fabs(d) < kTiny) d = kTiny;
+      c = 1 + aa / c;
+      if (std::fabs(c) < kTiny) c = kTiny;
+      d = 1 / d;
+      const double del = c * d;
+      h *= del;
+      if (pass == 1 && std::fabs(del - 1) < kEps) return h;
+      aa = -(a + m) * (a + b + m) * x / ((a + m2) * (a + m2 + 1));
+    }
+  }
+  return h;
+}
+
+// I_x(a, b).
+double incomplete_beta(double a, double b, double x) {
+  if (x <= 0) return 0;
+  if (x >= 1) return 1;
+  const double front = std::exp(std::lgamma(a + b) - std::lgamma(a) - std::lgamma(b) +
+                                a * std::log(x) + b * std::log1p(-x));
+  if (x < (a + 1) / (a + b + 2)) return front * beta_fraction(a, b, x) / a;
+  return 1 - front * beta_fraction(b, a, 1 - x) / b;
+}
+
+}  // namespace
+
+double t_test_two_sided_p(double t, double df) {
+  HC_CHECK(df > 0, "t test: {} degrees of freedom", df);
+  if (!std::isfinite(t)) return 0;
+  return incomplete_beta(df / 2, 0.5, df / (df + t * t));
+}
+
+SeedStats seed_stats(const std::vector<double>& v) {
+  SeedStats s;
+  s.n = v.size();
+  if (v.empty()) return s;
+  double sum = 0;
+  for (double x : v) sum += x;
+  s.mean = sum / static_cast<double>(v.size());
+  if (v.size() < 2) return s;
+  double ss = 0;
+  for (double x : v) ss += (x - s.mean) * (x - s.mean);
+  s.sd = std::sqrt(ss / static_cast<double>(v.size() - 1));
+  const double se = *s.sd / std::sqrt(static_cast<double>(v.size()));
+  if (se > 0)
+    s.p = t_test_two_sided_p(s.mean / se, static_cast<double>(v.size() - 1));
+  else
+    s.p = s.mean == 0 ? 1.0 : 0.0;
+  return s;
+}
+
+namespace {
+
+// One model of one seed: its heads and its BLEU per split, with where it was decoded.
+struct Cell {
+  std::optional<std::array<int64_t, 3>> heads;
+  std::map<std::string, double> bleu;
+  std::set<std::string> machines;  // provenance::describe of its evaluations
+};
+
+std::optional<std::array<int64_t, 3>> parse_heads(const std::string& s) {
+  std::array<int64_t, 3> h{};
+  char a = 0, b = 0;
+  std::istringstream in(s);
+  if (in >> h[0] >> a >> h[1] >> b >> h[2] && a == '/' && b == '/') return h;
+  return std::nullopt;
+}
+
+Cell read_cell(const fs::path& dir, const std::string& prefix,
+               const std::vector<std::string>& splits,
+               std::optional<std::array<int64_t, 3>> heads) {
+  Cell c;
+  c.heads = heads;
+  for (const auto& split : splits) {
+    const auto rec = eval::read_eval_record(dir / (prefix + split + ".json"));
+    if (!rec) continue;
+    if (!c.heads) c.heads = parse_heads(rec->heads_e_d_de);
+    for (const auto& s : rec->scores)
+      if (s.bleu) {
+        c.bleu[split] = *s.bleu;  // the first reference
+        break;
+      }
+    try {
+      const json j = json::parse(io::read_file(dir / (prefix + split + ".json")));
+      c.machines.insert(provenance::describe(j.value("provenance", json())) + ", " +
+                        rec->precision);
+    } catch (const std::exception&) {
+      c.machines.insert("unrecorded");
+    }
+  }
+  return c;
+}
+
+// A row of the gathered table: the same model over the seeds, and the row it is compared with.
+struct Row {
+  std::string name, kind, against;  // kind: baseline, control, pruned, scratch, michel
+  std::vector<Cell> seeds;          // one per seed (the baseline: one)
+};
+
+std::vector<Row> gather(const ExperimentSpec& e, const fs::path& out) {
+  std::vector<Row> rows;
+  rows.push_back(
+      {"baseline", "baseline", "", {read_cell(out / "baseline", "eval-", e.splits, {})}});
+  const SweepSpec s1 = seed_sweep(e, out, 1);
+  for (const auto& p : s1.points) {
+    Row r{p.name, p.is_control ? "control" : "pruned", p.is_control ? "baseline" : p.control, {}};
+    Row scratch{p.name + "/scratch", "scratch", p.name, {}};
+    Row michel{p.name + " Michel+FT", "michel", p.name, {}};
+    for (int seed = 1; seed <= e.seeds; ++seed) {
+      const fs::path run = out / fmt::format("seed-{}", seed) / p.name;
+      std::optional<std::array<int64_t, 3>> heads;
+      std::error_code ec;
+      if (fs::exists(run::RunFolder{run}.pruning(), ec))
+        heads = parse_heads(prune::read_prune_outcome(run).heads_after);
+      r.seeds.push_back(read_cell(run, "eval-", e.splits, heads));
+      scratch.seeds.push_back(read_cell(run / "scratch", "eval-", e.splits, heads));
+      michel.seeds.push_back(
+          read_cell(run / "compare-ft", "eval-michel-finetuned-", e.splits, heads));
+    }
+    rows.push_back(r);
+    if (std::find(e.scratch_runs.begin(), e.scratch_runs.end(), p.name) != e.scratch_runs.end())
+      rows.push_back(scratch);
+    if (p.name.rfind("target-", 0) == 0) rows.push_back(michel);
+  }
+  return rows;
+}
+
+const Row* find_row(const std::vector<Row>& rows, const std::string& name) {
+  for (const auto& r : rows)
+    if (r.name == name) return &r;
+  return nullptr;
+}
+
+// The row's values on a split, one per seed that has it.
+std::vector<double> values(const Row& r, const std::string& split) {
+  std::vector<double> v;
+  for (const auto& c : r.seeds)
+    if (c.bleu.count(split)) v.push_back(c.bleu.at(split));
+  return v;
+}
+
+// Paired differences row - against, seed by seed (the baseline: the same for every seed).
+std::vector<double> differences(const Row& r, const Row& against, const std::string& split) {
+  std::vector<double> d;
+  for (size_t s = 0; s < r.seeds.size(); ++s) {
+    const Cell& other = against.seeds[against.seeds.size() == 1 ? 0 : s];
+    if (r.seeds[s].bleu.count(split) && other.bleu.count(split))
+      d.push_back(r.seeds[s].bleu.at(split) - other.bleu.at(split));
+  }
+  return d;
+}
+
+std::string mean_sd(const SeedStats& s) {
+  if (s.n == 0) return "missing";
+  if (!s.sd) return fmt::format("{:.2f}", s.mean);
+  return fmt::format("{:.2f} ± {:.2f}", s.mean, *s.sd);
+}
+
+std::string change(const SeedStats& s) {
+  if (s.n == 0) return "";
+  std::string t = fmt::format("{:+.2f}", s.mean);
+  if (s.sd) t += fmt::format(" ± {:.2f}", *s.sd);
+  if (s.p) t += fmt::format(" (p {:.3f})", *s.p);
+  return t;
+}
+
+std::string heads_text(const Row& r) {
+  std::set<std::string> seen;
+  std::vector<std::string> out;
+  for (const auto& c : r.seeds)
+    if (c.heads) {
+      const auto t = fmt::format("{}/{}/{}", (*c.heads)[0], (*c.heads)[1], (*c.heads)[2]);
+      if (seen.insert(t).second) out.push_back(t);
+    }
+  return out.empty() ? "-" : fmt::format("{}", fmt::join(out, ", "));
+}
+
+std::string table(const ExperimentSpec& e, const std::vector<Row>& rows, json& numbers) {
+  std::string md = "| run | compared with | heads (enc/dec/enc-dec) |";
+  std::string sep = "| --- | --- | --- |";
+  for (const auto& s : e.splits) {
+    md += fmt::format(" {} BLEU | {} change |", s, s);
+    sep += " ---: | ---: |";
+  }
+  md += "\n" + sep + "\n";
+  for (const auto& r : rows) {
+    const Row* against = find_row(rows, r.against);
+    md +=
+        fmt::format("| {} | {} | {} |", r.name, r.against.empty() ? "-" : r.against, heads_text(r));
+    json& n = numbers[r.name];
+    n["kind"] = r.kind;
+    n["against"] = r.against;
+    n["heads"] = heads_text(r);
+    for (const auto& split : e.splits) {
+      const SeedStats v = seed_stats(values(r, split));
+      const SeedStats d = against ? seed_stats(differences(r, *against, split)) : SeedStats{};
+      md += fmt::format(" {} | {} |", mean_sd(v), change(d));
+      n[split] = {{"n", v.n}, {"mean", v.mean}, {"sd", v.sd ? json(*v.sd) : json()}};
+      if (d.n)
+        n[split + "_change"] = {{"n", d.n},
+                                {"mean", d.mean},
+                                {"sd", d.sd ? json(*d.sd) : json()},
+                                {"p", d.p ? json(*d.p) : json()}};
+    }
+    md += "\n";
+  }
+  return md;
+}
+
+}  // namespace
+
+std::string write_seed_report(const ExperimentSpec& e, const fs::path& out) {
+  const auto rows = gather(e, out);
+  json numbers = json::object();
+  std::string md = fmt::format("# {}{}: {} seed(s)\n\n", e.file.string(),
+                               e.profile.empty() ? "" : ", profile " + e.profile, e.seeds);
+  md += fmt::format(
+      "Generated by `headcount reproduce {}{} --out {}` from the run folders; every figure below "
+      "is BLEU (first reference, beam {}) on all sentences of the split. With several seeds a cell "
+      "is the mean ± the standard deviation over the seeds, and a change is the mean ± the "
+      "standard deviation of the paired differences (the same seed of the run and of what it is "
+      "compared with) with the two-sided p-value of a paired t test over the seeds. Each seed's "
+      "own table, with paired bootstrap p-values over the test sentences: "
+      "`seed-S/results.md`.\n\n",
+      e.file.string(), e.profile.empty() ? "" : " --profile " + e.profile, out.string(), e.beam);
+  md += table(e, rows, numbers);
+  md += "\n" + goals_section(e, numbers);
+  std::set<std::string> machines;
+  for (const auto& r : rows)
+    for (const auto& c : r.seeds) machines.insert(c.machines.begin(), c.machines.end());
+  md += "\n## Where the evaluations ran\n\n";
+  for (const auto& m : machines) md += "- " + m + "\n";
+  if (machines.size() > 1)
+    md +=
+        "\nThe rows were decoded on more than one machine or build: a change between rows "
+        "decoded apart mixes the machines (0.03-0.2 BLEU between precisions and kernels).\n";
+  md +=
+      "\nNo speed is given here: speeds of different machines are not comparable; `headcount "
+      "bench decode --compare` measures a pruned model against its baseline in one run.\n";
+  io::write_file_atomic(out / "results.md", md);
+  io::write_file_atomic(out / "results.json", numbers.dump(2) + "\n");
+  return (out / "results.md").string();
+}
+
+}  // namespace headcount::sweep

@@ -1,0 +1,503 @@
+// `headcount reproduce`: the plan of an experiment and the runner that carries it out.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <chrono>
+#include <ctime>
+#include <map>
+#include <set>
+
+#include "headcount/common/check.h"
+#include "headcount/common/io.h"
+#include "headcount/common/log.h"
+#include "headcount/common/process.h"
+#include "headcount/common/provenance.h"
+#include "headcount/common/run_guard.h"
+#include "headcount/common/runtime.h"
+#include "headcount/common/signals.h"
+#include "headcount/run/run_folder.h"
+#include "headcount/sweep/reproduce.h"
+#include "headcount/train/trainer.h"
+
+namespace headcount::sweep {
+namespace {
+
+using json = nlohmann::json;
+
+// Estimates before anything has been measured on this machine: a 1,200-step pruning run of the
+// Bible baseline took 21-40 min on 2 cores (experiments/voita-table-cpu), a beam-4 split ~1 min.
+constexpr double kPriorPruneStepS = 1.5, kPriorTrainStepS = 1.2, kPriorEvalS = 60;
+
+std::vector<std::string> thread_args(int threads_blas) {
+  if (threads_blas <= 0) return {};
+  return {"--set", "threads.intra_op=-1", "--set", fmt::format("threads.blas={}", threads_blas)};
+}
+
+Step make_step(std::string id, std::string kind) {
+  Step s;
+  s.id = std::move(id);
+  s.kind = std::move(kind);
+  return s;
+}
+
+struct PlanBuilder {
+  const ExperimentSpec& e;
+  fs::path out;
+  int threads;
+  Plan plan;
+
+  size_t add(Step s) {
+    plan.steps.push_back(std::move(s));
+    return plan.steps.size() - 1;
+  }
+  std::vector<std::string> threads_set() const { return thread_args(threads); }
+
+  // `train CONFIGS --set ... --set train.max_steps=LEG ... --out DIR`, one step per leg.
+  size_t train_legs(const std::string& id, const std::vector<std::string>& configs,
+                    const Assignments& set, const std::vector<int64_t>& legs,
+                    const std::vector<std::string>& extra, const fs::path& dir,
+                    std::vector<size_t> deps) {
+    int64_t before = 0;
+    size_t last = 0;
+    for (int64_t leg : legs) {
+      Step s = make_step(fmt::format("{}/leg-{}", id, leg), "train");
+      s.args.push_back("train");
+      s.args.insert(s.args.end(), configs.begin(), configs.end());
+      for (const auto& [k, v] : set) s.args.insert(s.args.end(), {"--set", k + "=" + v});
+      s.args.insert(s.args.end(), {"--set", fmt::format("train.max_steps={}", leg)});
+      const auto t = threads_set();
+      s.args.insert(s.args.end(), t.begin(), t.end());
+      s.args.insert(s.args.end(), extra.begin(), extra.end());
+      s.args.insert(s.args.end(), {"--out", dir.string()});
+      s.log = run::RunFolder{dir}.sweep_log();
+      s.deps = deps;
+      s.train_steps = leg - before;
+      before = leg;
+      last = add(s);
+      deps = {last};
+    }
+    return last;
+  }
+
+  // Beam evaluations of `checkpoint` on every split into DIR/PREFIXSPLIT.json (+ .hyp.txt).
+  std::vector<size_t> evals(const std::string& id, const fs::path& checkpoint, const fs::path& dir,
+                            const std::string& prefix, size_t dep) {
+    std::vector<size_t> ids;
+    for (const auto& split : e.splits) {
+      Step s = make_step(fmt::format("{}/{}{}", id, prefix, split), "eval");
+      s.args = {"eval",
+                "--checkpoint",
+                checkpoint.string(),
+                "--split",
+                split,
+                "--beam",
+                fmt::format("{}", e.beam),
+                "--out",
+                (dir / (prefix + split + ".json")).string(),
+                "--hyp-out",
+                (dir / (prefix + split + ".hyp.txt")).string()};
+      s.log = dir / (prefix + split + ".log");
+      s.deps = {dep};
+      s.sentences = 1;
+      ids.push_back(add(s));
+    }
+    return ids;
+  }
+};
+
+// OUT/baseline is a run folder either way: trained in legs, or the committed checkpoint copied to
+// its checkpoints/best (its evaluations then sit beside it, as a trained run's do).
+size_t baseline_steps(PlanBuilder& b) {
+  const fs::path dir = b.out / "baseline";
+  b.plan.baseline = run::RunFolder{dir}.best();
+  if (!b.e.baseline_from.empty()) {
+    Step copy = make_step("baseline/copy", "copy");
+    copy.args = {b.e.baseline_from.string()};
+    copy.log = b.out / "baseline.log";
+    return b.add(copy);
+  }
+  return b.train_legs("baseline", b.e.baseline_configs, b.e.baseline_set, b.e.baseline_legs, {},
+                      dir, {});
+}
+
+// One seed's runs: pruning, evaluations, Michel et al.'s comparison, retraining, its report.
+void seed_steps(PlanBuilder& b, int seed, size_t baseline, const std::vector<size_t>& base_evals) {
+  const fs::path sdir = b.out / fmt::format("seed-{}", seed);
+  const SweepSpec spec = seed_sweep(b.e, b.out, seed);
+  std::vector<size_t> all = base_evals;
+  const std::string sid = fmt::format("seed-{}", seed);
+  for (size_t i = 0; i < spec.points.size(); ++i) {
+    const auto& p = spec.points[i];
+    const Job job = point_job(spec, i, sdir, b.threads);
+    Step s = make_step(fmt::format("{}/{}/prune", sid, p.name), "prune");
+    s.args = job.args;
+    s.log = run::RunFolder{job.dir}.sweep_log();
+    s.deps = {baseline};
+    s.train_steps = resolve_point(spec, p).train.max_steps;
+    const size_t pr = b.add(s);
+    all.push_back(pr);
+    const fs::path run = job.dir;
+    for (size_t id : b.evals(sid + "/" + p.name, run::RunFolder{run}.pruned(), run, "eval-", pr))
+      all.push_back(id);
+    if (p.name.rfind("target-", 0) == 0) {
+      Step c = make_step(fmt::format("{}/{}/compare", sid, p.name), "compare");
+      c.args = {"analyze",
+                "compare",
+                "--checkpoint",
+                b.plan.baseline.string(),
+                "--run",
+                run.string(),
+                "--split",
+                b.e.splits.front(),
+                "--sentences",
+                std::to_string(b.e.compare_sentences),
+                "--beam",
+                std::to_string(b.e.beam),
+                "--finetune",
+                "--out",
+                (run / "compare-ft").string()};
+      const auto t = b.threads_set();
+      c.args.insert(c.args.end(), t.begin(), t.end());
+      c.log = run / "compare-ft.log";
+      c.deps = {pr};
+      c.train_steps = s.train_steps;
+      c.sentences = 2;  // the masked evaluations of the analysis, about two splits' worth
+      const size_t cid = b.add(c);
+      all.push_back(cid);
+      const fs::path ft = run / "compare-ft";
+      for (size_t id :
+           b.evals(sid + "/" + p.name + "/michel", ft / "michel-finetuned" / "checkpoints" / "last",
+                   ft, "eval-michel-finetuned-", cid))
+        all.push_back(id);
+    }
+    if (std::find(b.e.scratch_runs.begin(), b.e.scratch_runs.end(), p.name) ==
+        b.e.scratch_runs.end())
+      continue;
+    Assignments set = b.e.scratch_set;
+    set.emplace_back("seed", std::to_string(seed));
+    const fs::path scratch = run / "scratch";
+    const size_t last = b.train_legs(
+        fmt::format("{}/{}/scratch", sid, p.name), b.e.scratch_configs, set, b.e.scratch_legs,
+        {"--architecture-from", run::RunFolder{run}.pruned().string()}, scratch, {pr});
+    all.push_back(last);
+    for (size_t id : b.evals(sid + "/" + p.name + "/scratch", run::RunFolder{scratch}.best(),
+                             scratch, "eval-", last))
+      all.push_back(id);
+  }
+  // The report's primary split is the last listed: the experiment's first split.
+  std::vector<std::string> splits(b.e.splits.rbegin(), b.e.splits.rend());
+  Step r = make_step(sid + "/report", "report");
+  r.args = {"report", sdir.string(), "--split", fmt::format("{}", fmt::join(splits, ","))};
+  r.log = sdir / "report.log";
+  r.deps = all;
+  b.add(r);
+}
+
+}  // namespace
+
+Plan make_plan(const ExperimentSpec& e, const fs::path& out, int threads_blas) {
+  PlanBuilder b{e, out, threads_blas, {}};
+  const size_t baseline = baseline_steps(b);
+  const fs::path bdir = out / "baseline";
+  const auto base_evals = b.evals("baseline", b.plan.baseline, bdir, "eval-", baseline);
+  for (int seed = 1; seed <= e.seeds; ++seed) seed_steps(b, seed, baseline, base_evals);
+  return b.plan;
+}
+
+namespace {
+
+std::string timestamp() {
+  const auto now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  char when[64];
+  std::strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", std::localtime(&now));
+  return when;
+}
+
+fs::path marker(const fs::path& out, const std::string& id) {
+  std::string name = id;
+  std::replace(name.begin(), name.end(), '/', '~');
+  return out / "steps" / (name + ".json");
+}
+
+bool step_done(const fs::path& out, const Step& s) {
+  std::error_code ec;
+  return fs::exists(marker(out, s.id), ec);
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// Rates from the markers of finished pieces (seconds per training step, per evaluated split).
+Rates measured_rates(const fs::path& out) {
+  std::map<std::string, std::vector<double>> per;
+  std::error_code ec;
+  if (fs::is_directory(out / "steps", ec))
+    for (const auto& f : fs::directory_iterator(out / "steps", ec)) {
+      try {
+        const json j = json::parse(io::read_file(f.path()));
+        const std::string kind = j.value("kind", "");
+        const double sec = j.value("seconds", 0.0);
+        const auto steps = j.value("train_steps", int64_t{0});
+        const auto sentences = j.value("sentences", int64_t{0});
+        if ((kind == "prune" || kind == "train") && steps > 0) per[kind].push_back(sec / steps);
+        if (kind == "eval" && sentences > 0)
+          per[kind].push_back(sec / static_cast<double>(sentences));
+      } catch (const std::exception&) {
+        // a marker being written: ignored for the estimate
+      }
+    }
+  Rates r{kPriorPruneStepS, kPriorTrainStepS, kPriorEvalS, false};
+  if (!per["prune"].empty()) r.prune_step_s = median(per["prune"]), r.measured = true;
+  if (!per["train"].empty())
+    r.train_step_s = median(per["train"]);
+  else if (!per["prune"].empty())
+    r.train_step_s = r.prune_step_s * kPriorTrainStepS / kPriorPruneStepS;
+  if (!per["eval"].empty()) r.eval_split_s = median(per["eval"]);
+  return r;
+}
+
+}  // namespace
+
+double estimate_seconds(const Step& s, const Rates& r) {
+  if (s.kind == "prune") return static_cast<double>(s.train_steps) * r.prune_step_s;
+  if (s.kind == "train") return static_cast<double>(s.train_steps) * r.train_step_s;
+  if (s.kind == "compare")
+    return static_cast<double>(s.train_steps) * r.train_step_s +
+           static_cast<double>(s.sentences) * r.eval_split_s;
+  if (s.kind == "eval") return static_cast<double>(s.sentences) * r.eval_split_s;
+  return 5;
+}
+
+std::string plan_table(const Plan& plan, const fs::path& out, const Rates& rates) {
+  std::string t = fmt::format("{:<44} {:<8} {:>7} {:>10}\n", "piece", "kind", "state", "estimate");
+  double left = 0, total = 0;
+  size_t done = 0;
+  for (const auto& s : plan.steps) {
+    const bool d = step_done(out, s);
+    const double est = estimate_seconds(s, rates);
+    total += est;
+    if (d)
+      ++done;
+    else
+      left += est;
+    t += fmt::format("{:<44} {:<8} {:>7} {:>10}\n", s.id, s.kind, d ? "done" : "pending",
+                     d ? "-" : log::duration(est));
+  }
+  t += fmt::format(
+      "{} pieces, {} done; estimated {} left of {} in all, one piece at a time ({}: {:.2f} s a "
+      "pruning step, {:.2f} s a training step, {:.0f} s a split's evaluation)\n",
+      plan.steps.size(), done, log::duration(left), log::duration(total),
+      rates.measured ? "rates measured on this machine" : "prior rates, not yet measured here",
+      rates.prune_step_s, rates.train_step_s, rates.eval_split_s);
+  return t;
+}
+
+namespace {
+
+// The committed baseline's checkpoint files (not its evaluations) copied into
+// OUT/baseline/checkpoints/best, with a summary.json saying where they came from.
+void copy_baseline(const fs::path& from, const fs::path& run_dir) {
+  const run::RunFolder run{run_dir};
+  const fs::path to = run.best();
+  const fs::path tmp = to.string() + ".partial";
+  std::error_code ec;
+  fs::remove_all(tmp, ec);
+  fs::create_directories(tmp);
+  for (const auto& f : fs::directory_iterator(from)) {
+    const std::string name = f.path().filename().string();
+    if (name.rfind("eval-", 0) == 0 || name.find(".xzp") != std::string::npos) continue;
+    fs::copy(f.path(), tmp / name, fs::copy_options::recursive);
+  }
+  fs::remove_all(to, ec);
+  fs::rename(tmp, to);
+  run::RunSummary summary;
+  summary.status = "finished";
+  summary.command = "copy of " + from.string();
+  run::write_summary(run, summary);
+}
+
+void write_marker(const fs::path& out, const Step& s, double seconds) {
+  const json j = {{"id", s.id},
+                  {"kind", s.kind},
+                  {"exit_code", 0},
+                  {"seconds", seconds},
+                  {"train_steps", s.train_steps},
+                  {"sentences", s.sentences},
+                  {"finished_at", timestamp()},
+                  {"provenance", provenance::record()}};
+  fs::create_directories(out / "steps");
+  io::write_file_atomic(marker(out, s.id), j.dump(2) + "\n");
+}
+
+struct Runner {
+  const Plan& plan;
+  const ReproduceOptions& o;
+  std::vector<int> state;  // 0 pending, 1 running, 2 done, 3 failed, 4 blocked, 5 stopped
+  std::map<pid_t, std::pair<size_t, std::chrono::steady_clock::time_point>> running;
+  ReproduceOutcome outcome;
+  std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+  int forwarded = 0;
+
+  bool ready(size_t i) const {
+    if (state[i] != 0) return false;
+    return std::all_of(plan.steps[i].deps.begin(), plan.steps[i].deps.end(),
+                       [&](size_t d) { return state[d] == 2; });
+  }
+  void block_dependents() {
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (size_t i = 0; i < state.size(); ++i)
+        if (state[i] == 0)
+          for (size_t d : plan.steps[i].deps)
+            if (state[d] == 3 || state[d] == 4) {
+              state[i] = 4;
+              changed = true;
+              break;
+            }
+    }
+  }
+  void progress() const {
+    size_t done = 0, pending = 0;
+    double left = 0;
+    const Rates r = measured_rates(o.out);
+    for (size_t i = 0; i < state.size(); ++i) {
+      if (state[i] == 2) ++done;
+      if (state[i] == 0 || state[i] == 1) ++pending, left += estimate_seconds(plan.steps[i], r);
+    }
+    const double el =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    log::info(
+        "reproduce: {}/{} pieces done, {} to go, {} running; elapsed {}, ETA {} ({} at a "
+        "time)",
+        done, state.size(), pending, running.size(), log::duration(el),
+        log::duration(left / std::max(1, o.workers)), o.workers);
+  }
+};
+
+bool start_step(Runner& r, size_t i) {
+  const Step& s = r.plan.steps[i];
+  log::info("reproduce: starting {} (log: {})", s.id, s.log.string());
+  if (s.kind == "copy") {
+    const auto t0 = std::chrono::steady_clock::now();
+    copy_baseline(s.args.at(0), r.o.out / "baseline");
+    write_marker(r.o.out, s,
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    r.state[i] = 2;
+    ++r.outcome.done;
+    return false;
+  }
+  fs::create_directories(s.log.parent_path());
+  io::append_line(s.log,
+                  fmt::format("=== headcount reproduce: {} started {} ===", s.id, timestamp()));
+  process::ChildOptions c;
+  c.argv = {r.o.executable.string()};
+  c.argv.insert(c.argv.end(), s.args.begin(), s.args.end());
+  c.output_file = s.log;
+  c.stdin_null = true;
+  c.die_with_parent = true;
+  const pid_t pid = process::start(c).pid;
+  r.state[i] = 1;
+  r.running[pid] = {i, std::chrono::steady_clock::now()};
+  return true;
+}
+
+void end_step(Runner& r, pid_t pid, int status) {
+  const auto it = r.running.find(pid);
+  if (it == r.running.end()) return;
+  const size_t i = it->second.first;
+  const double sec =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - it->second.second).count();
+  r.running.erase(it);
+  const Step& s = r.plan.steps[i];
+  const int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  if (code == 0) {
+    write_marker(r.o.out, s, sec);
+    r.state[i] = 2;
+    ++r.outcome.done;
+    log::info("reproduce: {} finished in {}", s.id, log::duration(sec));
+  } else if (StopSignals::count() || code == kExitInterrupted) {
+    r.state[i] = 5;
+    ++r.outcome.interrupted;
+    log::info("reproduce: {} stopped; it resumes next time", s.id);
+  } else {
+    r.state[i] = 3;
+    ++r.outcome.failed;
+    r.outcome.failed_ids.push_back(s.id);
+    log::warn("reproduce: {} FAILED (exit {}); see {}", s.id, code, s.log.string());
+    r.block_dependents();
+  }
+  r.progress();
+}
+
+void run_plan(Runner& r) {
+  while (true) {
+    if (!StopSignals::count())
+      for (size_t i = 0; i < r.state.size() && r.running.size() < static_cast<size_t>(r.o.workers);
+           ++i)
+        if (r.ready(i)) start_step(r, i);
+    if (r.running.empty()) {
+      // A copy finishing in-process can make more pieces ready.
+      bool any_ready = false;
+      for (size_t i = 0; i < r.state.size(); ++i) any_ready |= r.ready(i);
+      if (!any_ready || StopSignals::count()) break;
+      continue;
+    }
+    int status = 0;
+    const pid_t pid = waitpid(-1, &status, 0);
+    if (pid < 0) {
+      if (errno != EINTR) break;
+      if (StopSignals::count() > r.forwarded) {
+        log::info(
+            "reproduce: stopping: the running pieces save a checkpoint and stop; run the "
+            "same command to resume");
+        for (const auto& [p, x] : r.running) kill(-p, SIGTERM);
+        r.forwarded = StopSignals::count();
+      }
+      continue;
+    }
+    end_step(r, pid, status);
+  }
+}
+
+}  // namespace
+
+ReproduceOutcome run_reproduce(const ExperimentSpec& e, const ReproduceOptions& o) {
+  HC_CHECK(o.workers >= 1, "--workers must be at least 1");
+  fs::create_directories(o.out);
+  const int cores = o.cores > 0 ? o.cores : runtime::num_cores();
+  const Plan plan = make_plan(e, o.out, std::max(1, cores / o.workers));
+  io::RunLock lock;
+  if (!o.dry_run) {
+    lock = io::RunLock::acquire(o.out);
+    lock.keep_file();
+  }
+  std::printf("%s", plan_table(plan, o.out, measured_rates(o.out)).c_str());
+  std::fflush(stdout);
+  if (o.dry_run) return {};
+  for (size_t s = 1; s <= static_cast<size_t>(e.seeds); ++s) {
+    const fs::path sdir = o.out / fmt::format("seed-{}", s);
+    fs::create_directories(sdir);
+    io::write_file_atomic(sdir / "sweep.json",
+                          sweep_manifest(seed_sweep(e, o.out, static_cast<int>(s))).dump(2) + "\n");
+  }
+  Runner r{plan, o, std::vector<int>(plan.steps.size(), 0), {}, {}};
+  for (size_t i = 0; i < plan.steps.size(); ++i)
+    if (step_done(o.out, plan.steps[i])) r.state[i] = 2, ++r.outcome.skipped;
+  const StopSignals stop_signals(StopSignals::Options{.restart = false, .exit_on = 0});
+  run_plan(r);
+  if (r.outcome.failed == 0 && r.outcome.interrupted == 0 &&
+      std::all_of(r.state.begin(), r.state.end(), [](int s) { return s == 2; })) {
+    const std::string where = write_seed_report(e, o.out);
+    log::info("reproduce: every piece is done; the table: {}", where);
+  }
+  return r.outcome;
+}
+
+}  // namespace headcount::sweep

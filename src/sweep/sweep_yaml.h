@@ -1,0 +1,26 @@
+// The YAML helpers sweep files and experiment files share (src/sweep/sweep.cpp).
+#pragma once
+
+#include <yaml-cpp/yaml.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "headcount/sweep/sweep.h"
+
+namespace headcount::sweep::detail {
+
+// "FILE:LINE" of a node, for errors.
+std::string where(const fs::path& file, const YAML::Node& node);
+// A value as YAML text that `--set key=TEXT` parses back to the same value.
+std::string yaml_text(const YAML::Node& node);
+// A value as it appears in a run name: sequences joined with '+', unsafe characters replaced.
+std::string name_text(const std::string& yaml_value);
+// A file name or a list of them (`key` names it in errors).
+std::vector<std::string> string_list(const YAML::Node& node, const fs::path& file,
+                                     const std::string& key);
+// A map of config keys to values ({} for a missing node).
+Assignments assignments(const YAML::Node& node, const fs::path& file, const std::string& key);
+
+}  // namespace headcount::sweep::detail
