@@ -480,7 +480,15 @@ ReproduceOutcome run_reproduce(const ExperimentSpec& e, const ReproduceOptions& 
   }
   std::printf("%s", plan_table(plan, o.out, measured_rates(o.out)).c_str());
   std::fflush(stdout);
-  if (o.dry_run) return {};
+  if (o.dry_run) {
+    for (const auto& s : plan.steps)
+      std::printf("%s: %s\n", s.id.c_str(),
+                  s.kind == "copy" ? fmt::format("copy {} to {}", s.args.at(0),
+                                                 run::RunFolder{o.out / "baseline"}.best().string())
+                                         .c_str()
+                                   : fmt::format("headcount {}", fmt::join(s.args, " ")).c_str());
+    return {};
+  }
   for (size_t s = 1; s <= static_cast<size_t>(e.seeds); ++s) {
     const fs::path sdir = o.out / fmt::format("seed-{}", s);
     fs::create_directories(sdir);

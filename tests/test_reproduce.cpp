@@ -1,0 +1,250 @@
+// `headcount reproduce`: the experiment file, the plan, the seeds' statistics, and a whole tiny
+// experiment run end to end with two seeds and resumed.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "headcount/common/io.h"
+#include "headcount/sweep/reproduce.h"
+#include "test_util.h"
+#include "tiny_corpus.h"
+
+namespace headcount {
+namespace {
+
+using testing::error_of;
+using testing::TempDir;
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+TEST(Reproduce, TTestMatchesClosedFormsAndTables) {
+  constexpr double kPi = 3.14159265358979323846;
+  // One degree of freedom: Cauchy, P(|T| >= t) = 1 - 2 atan(t) / pi.
+  for (double t : {0.25, 1.0, 3.0, 12.7062})
+    EXPECT_NEAR(sweep::t_test_two_sided_p(t, 1), 1 - 2 * std::atan(t) / kPi, 1e-10) << t;
+  // Two: P(|T| >= t) = 1 - t / sqrt(t^2 + 2).
+  for (double t : {0.1, 1.0, 4.302653, 10.0})
+    EXPECT_NEAR(sweep::t_test_two_sided_p(-t, 2), 1 - t / std::sqrt(t * t + 2), 1e-10) << t;
+  // Printed tables' two-sided 5% critical values.
+  EXPECT_NEAR(sweep::t_test_two_sided_p(2.776445, 4), 0.05, 1e-6);
+  EXPECT_NEAR(sweep::t_test_two_sided_p(2.228139, 10), 0.05, 1e-6);
+  EXPECT_NEAR(sweep::t_test_two_sided_p(2.042272, 30), 0.05, 1e-6);
+  EXPECT_NEAR(sweep::t_test_two_sided_p(9.924843, 2), 0.01, 1e-6);
+  EXPECT_DOUBLE_EQ(sweep::t_test_two_sided_p(0, 5), 1.0);
+
+  const auto s = sweep::seed_stats({1, 2, 3, 4});
+  EXPECT_EQ(s.n, 4u);
+  EXPECT_DOUBLE_EQ(s.mean, 2.5);
+  ASSERT_TRUE(s.sd && s.p);
+  EXPECT_NEAR(*s.sd, std::sqrt(5.0 / 3.0), 1e-12);
+  EXPECT_NEAR(*s.p, sweep::t_test_two_sided_p(2.5 / (std::sqrt(5.0 / 3.0) / 2), 3), 1e-12);
+  const auto one = sweep::seed_stats({0.7});
+  EXPECT_DOUBLE_EQ(one.mean, 0.7);
+  EXPECT_FALSE(one.sd || one.p);  // one seed: no spread, no test
+  EXPECT_EQ(sweep::seed_stats({}).n, 0u);
+}
+
+// A checkpoint folder as the file checks see it (a baseline given by `from`).
+fs::path fake_checkpoint(const TempDir& dir) {
+  fs::create_directories(dir / "ckpt");
+  io::write_file_atomic(dir / "ckpt" / "architecture.json", "{}");
+  io::write_file_atomic(dir / "ckpt" / "model.pt", "");
+  return dir / "ckpt";
+}
+
+fs::path tiny_base(const TempDir& dir) {
+  Config c = tiny_run_config(dir, 64);
+  c.train.eval_every = 10;
+  save_config(c, dir / "base.yaml");
+  return dir / "base.yaml";
+}
+
+std::string experiment_text(const fs::path& base, const std::string& baseline) {
+  return fmt::format(R"(baseline: {}
+prune: {{configs: [{}], set: {{train.max_steps: 20}}}}
+series:
+  - {{name: all, lambdas: [0.5, 1.0]}}
+  - {{name: enc, lambdas: [0.1], set: {{prune.attention: [enc_self]}}}}
+scratch: {{configs: [{}], legs: [5, 10], runs: [all-l1]}}
+targets:
+  set: {{prune.target_warmup_steps: 5}}
+  runs: [{{heads: 2, set: {{prune.lagrangian_lr: 0.05}}}}]
+seeds: 2
+profiles:
+  quick: {{seeds: 3, series: [{{name: all, lambdas: [0.2, 1.0]}}]}}
+)",
+                     baseline, base.string(), base.string());
+}
+
+TEST(Reproduce, ExperimentFileNamesRunsControlsSeedsAndPlan) {
+  TempDir dir;
+  const auto base = tiny_base(dir);
+  const auto ckpt = fake_checkpoint(dir);
+  io::write_file_atomic(dir / "e.yaml",
+                        experiment_text(base, fmt::format("{{from: {}}}", ckpt.string())));
+  const auto e = sweep::load_experiment(dir / "e.yaml");
+  EXPECT_EQ(e.seeds, 2);
+  const fs::path out = dir / "out";
+  const auto s2 = sweep::seed_sweep(e, out, 2);
+  std::vector<std::string> names, controls;
+  for (const auto& p : s2.points) names.push_back(p.name), controls.push_back(p.control);
+  EXPECT_EQ(names, (std::vector<std::string>{"all-l0", "all-l0.5", "all-l1", "enc-l0", "enc-l0.1",
+                                             "target-2"}));
+  EXPECT_EQ(controls, (std::vector<std::string>{"", "all-l0", "all-l0", "", "enc-l0", "all-l0"}));
+  const Config c = sweep::resolve_point(s2, s2.points[4]);
+  EXPECT_EQ(c.seed, 2);
+  EXPECT_EQ(c.prune.attention, (std::vector<std::string>{"enc_self"}));
+  EXPECT_DOUBLE_EQ(c.prune.lambda, 0.1);
+  EXPECT_EQ(c.prune.init_from, (out / "baseline" / "checkpoints" / "best").string());
+  const Config t = sweep::resolve_point(s2, s2.points[5]);
+  EXPECT_EQ(t.prune.target_heads, 2);
+  EXPECT_DOUBLE_EQ(t.prune.lagrangian_lr, 0.05);
+
+  const auto plan = sweep::make_plan(e, out, 1);
+  std::map<std::string, size_t> at;
+  for (size_t i = 0; i < plan.steps.size(); ++i) {
+    at[plan.steps[i].id] = i;
+    for (size_t d : plan.steps[i].deps) EXPECT_LT(d, i) << plan.steps[i].id;  // ordered
+  }
+  ASSERT_TRUE(at.count("seed-2/all-l1/scratch/leg-10"));
+  const auto& leg2 = plan.steps[at["seed-2/all-l1/scratch/leg-10"]];
+  EXPECT_EQ(leg2.deps, (std::vector<size_t>{at["seed-2/all-l1/scratch/leg-5"]}));
+  EXPECT_EQ(leg2.train_steps, 5);  // from step 5 to step 10
+  const auto has = [](const std::vector<std::string>& v, const std::string& x) {
+    return std::find(v.begin(), v.end(), x) != v.end();
+  };
+  EXPECT_TRUE(has(leg2.args, "train.max_steps=10"));
+  EXPECT_TRUE(has(leg2.args, "seed=2"));
+  EXPECT_TRUE(has(leg2.args, (out / "seed-2" / "all-l1" / "pruned").string()));
+  const auto& ev = plan.steps[at["seed-1/target-2/michel/eval-michel-finetuned-test"]];
+  EXPECT_TRUE(has(ev.args, "4"));  // beam 4 by default
+  EXPECT_EQ(ev.deps, (std::vector<size_t>{at["seed-1/target-2/compare"]}));
+  EXPECT_FALSE(at.count("seed-1/all-l0.5/scratch/leg-5"));  // not listed in scratch: runs
+  EXPECT_EQ(plan.steps[at["seed-1/report"]].deps.size(),
+            2u + 6 * 3 + 3 + 3);  // baseline evals, runs + evals, compare + evals, last leg + evals
+
+  const auto q = sweep::load_experiment(dir / "e.yaml", "quick");
+  EXPECT_EQ(q.seeds, 3);
+  ASSERT_EQ(q.series.size(), 1u);
+  EXPECT_EQ(q.series[0].lambdas, (std::vector<std::string>{"0.2", "1.0"}));
+}
+
+TEST(Reproduce, BadExperimentFilesAreClearErrors) {
+  TempDir dir;
+  const auto base = tiny_base(dir);
+  const auto ckpt = fake_checkpoint(dir);
+  const std::string good = experiment_text(base, fmt::format("{{from: {}}}", ckpt.string()));
+  const auto error_for = [&](const std::string& text, const std::string& profile = "") {
+    io::write_file_atomic(dir / "bad.yaml", text);
+    return error_of([&] { sweep::load_experiment(dir / "bad.yaml", profile); });
+  };
+  EXPECT_NE(error_for(good + "sedes: 3\n").find("bad.yaml:13: unknown key 'sedes'"),
+            std::string::npos)
+      << error_for(good + "sedes: 3\n");
+  std::string s = good;
+  s.replace(s.find("runs: [all-l1]"), 14, "runs: [all-l0]");
+  EXPECT_NE(error_for(s).find("'all-l0' is not a pruning run"), std::string::npos);
+  s = good;
+  s.replace(s.find("[0.5, 1.0]"), 10, "[-0.5]");
+  EXPECT_NE(error_for(s).find("lambda -0.5 must be positive"), std::string::npos);
+  s = good;
+  s.replace(s.find("prune.attention"), 15, "prune.atention");
+  const auto e = error_for(s);
+  EXPECT_NE(e.find("run enc-l0"), std::string::npos) << e;
+  EXPECT_NE(e.find("prune.atention"), std::string::npos) << e;
+  EXPECT_NE(error_for(good, "fast").find("no such profile (its profiles: quick)"),
+            std::string::npos);
+  s = good;
+  s.replace(s.find("legs: [5, 10]"), 13, "legs: [10, 5]");
+  EXPECT_NE(
+      error_for(s).find("scratch: legs: the legs' step counts must be positive and increasing"),
+      std::string::npos);
+  fs::remove(ckpt / "model.pt");
+  EXPECT_NE(error_for(good).find("has no model.pt"), std::string::npos);
+  EXPECT_NE(error_for(experiment_text(base, "{configs: [" + base.string() + "], legs: [4]}") +
+                      "goals: [{kind: best}]\n")
+                .find("kind 'best'"),
+            std::string::npos);
+}
+
+double first_bleu(const fs::path& eval_json) {
+  return json::parse(io::read_file(eval_json))["scores"]["ref1"]["bleu"].get<double>();
+}
+
+// The whole chain on the tiny corpus: baseline in two legs, a control and a lambda, a target count
+// against Michel et al., one architecture from scratch in two legs, two seeds, then resumed.
+TEST(Reproduce, TinyExperimentEndToEndWithTwoSeedsThenResumed) {
+  TempDir dir;
+  const auto base = tiny_base(dir);
+  io::write_file_atomic(dir / "e.yaml", fmt::format(R"(baseline: {{configs: [{0}], legs: [20, 40]}}
+prune: {{configs: [{0}], set: {{train.max_steps: 10, train.eval_every: 10, train.warmup_steps: 2}}}}
+series: [{{name: all, lambdas: [0.5]}}]
+scratch: {{configs: [{0}], legs: [10, 20], runs: [all-l0.5]}}
+targets: {{set: {{prune.target_warmup_steps: 5}}, runs: [{{heads: 3}}]}}
+evaluate: {{splits: [dev, test], beam: 1}}
+seeds: 2
+goals:
+  - {{kind: control_gain, max: 100, text: the control}}
+  - {{kind: scratch_within, within: 1000}}
+)",
+                                                    base.string()));
+  const auto e = sweep::load_experiment(dir / "e.yaml");
+  sweep::ReproduceOptions o;
+  o.out = dir / "out";
+  o.executable = HEADCOUNT_BINARY;
+  o.workers = 2;
+  o.cores = 2;
+  const auto r = sweep::run_reproduce(e, o);
+  ASSERT_EQ(r.failed, 0) << (r.failed_ids.empty() ? "" : r.failed_ids[0]);
+  const size_t pieces = sweep::make_plan(e, o.out, 1).steps.size();
+  EXPECT_EQ(static_cast<size_t>(r.done), pieces);
+
+  // The baseline's second leg and the scratch run's went on from the first's checkpoint.
+  const auto step_of = [](const fs::path& run) {
+    return json::parse(io::read_file(run / "checkpoints" / "last" / "state.json"))["step"];
+  };
+  EXPECT_EQ(step_of(o.out / "baseline"), 40);
+  EXPECT_EQ(step_of(o.out / "seed-2" / "all-l0.5" / "scratch"), 20);
+  // Each seed's runs ran with its seed, and recorded where they ran.
+  const auto summary = json::parse(io::read_file(o.out / "seed-2" / "all-l0" / "summary.json"));
+  EXPECT_FALSE(summary["provenance"]["commit"].get<std::string>().empty());
+  EXPECT_FALSE(summary["provenance"]["libtorch"].get<std::string>().empty());
+  EXPECT_NE(io::read_file(o.out / "seed-2" / "all-l0" / "config.yaml").find("seed: 2"),
+            std::string::npos);
+  EXPECT_TRUE(fs::exists(o.out / "seed-1" / "results.md"));  // each seed's report
+
+  // results.json against the evaluations read here: the mean over the seeds, and the change as
+  // the mean of the same-seed differences.
+  const auto n = json::parse(io::read_file(o.out / "results.json"));
+  for (const std::string split : {"dev", "test"}) {
+    const auto f = "eval-" + split + ".json";
+    const double a1 = first_bleu(o.out / "seed-1" / "all-l0.5" / f);
+    const double a2 = first_bleu(o.out / "seed-2" / "all-l0.5" / f);
+    const double c1 = first_bleu(o.out / "seed-1" / "all-l0" / f);
+    const double c2 = first_bleu(o.out / "seed-2" / "all-l0" / f);
+    EXPECT_NEAR(n["all-l0.5"][split]["mean"].get<double>(), (a1 + a2) / 2, 1e-9);
+    EXPECT_NEAR(n["all-l0.5"][split]["sd"].get<double>(), std::fabs(a1 - a2) / std::sqrt(2.0),
+                1e-9);
+    EXPECT_NEAR(n["all-l0.5"][split + "_change"]["mean"].get<double>(), ((a1 - c1) + (a2 - c2)) / 2,
+                1e-9);
+    const double m1 = first_bleu(o.out / "seed-1" / "target-3" / "compare-ft" /
+                                 ("eval-michel-finetuned-" + split + ".json"));
+    const double m2 = first_bleu(o.out / "seed-2" / "target-3" / "compare-ft" /
+                                 ("eval-michel-finetuned-" + split + ".json"));
+    EXPECT_NEAR(n["target-3 Michel+FT"][split]["mean"].get<double>(), (m1 + m2) / 2, 1e-9);
+  }
+  const std::string md = io::read_file(o.out / "results.md");
+  EXPECT_NE(md.find("| the control | all-l0: dev"), std::string::npos) << md;
+  EXPECT_NE(md.find("all-l0.5/scratch"), std::string::npos);
+  EXPECT_NE(md.find("## Where the evaluations ran"), std::string::npos);
+
+  // Again: everything is done, nothing runs.
+  const auto again = sweep::run_reproduce(e, o);
+  EXPECT_EQ(again.done, 0);
+  EXPECT_EQ(static_cast<size_t>(again.skipped), pieces);
+}
+
+}  // namespace
+}  // namespace headcount
