@@ -715,6 +715,14 @@ TEST(Report, EachRunAgainstItsZeroPruningControl) {
   }
 }
 
+// Where write_eval_cache's evaluations say they ran.
+const nlohmann::json kTestMachine = {{"commit", "abc1234"},
+                                     {"cpu", "Test CPU"},
+                                     {"cpu_flags", ""},
+                                     {"gpu", ""},
+                                     {"libtorch", "1.13.1"}};
+constexpr const char* kTestDecodedOn = "commit abc1234, Test CPU, LibTorch 1.13.1, bf16";
+
 // A checkpoint folder with a model.pt, and its `headcount eval` cache RUN/eval-SPLIT.json written
 // after it (so the report takes it as fresh): BLEU and chrF against the first reference and, when
 // given, against all references together.
@@ -726,6 +734,8 @@ void write_eval_cache(const fs::path& run, const fs::path& checkpoint, const std
   nlohmann::json j = {{"checkpoint", checkpoint.string()},
                       {"data", split},
                       {"sentences_per_s", sentences_per_s},
+                      {"precision", "bf16"},
+                      {"provenance", kTestMachine},
                       {"scores", {{"ref1", {{"bleu", bleu}, {"chrf", chrf}}}}}};
   if (bleu_all) {
     j["scores"]["ref2"] = {{"bleu", *bleu_all - 5}, {"chrf", *chrf_all - 5}};

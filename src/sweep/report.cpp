@@ -23,6 +23,7 @@
 #include "headcount/common/io.h"
 #include "headcount/common/log.h"
 #include "headcount/common/plot.h"
+#include "headcount/common/provenance.h"
 #include "headcount/common/text.h"
 #include "headcount/eval/bleu.h"
 #include "headcount/eval/record.h"
@@ -126,6 +127,13 @@ std::optional<SplitScores> read_eval_scores(const eval::EvalRecord& evaluation,
     s.chrf_all_refs = all_refs->chrf;
   }
   s.sentences_per_s = evaluation.sentences_per_s;
+  try {
+    const auto j = json::parse(io::read_file(cache));
+    if (j.contains("provenance"))
+      s.decoded_on = provenance::describe(j["provenance"]) + ", " + evaluation.precision;
+  } catch (const std::exception&) {
+    // read_eval_record has read it already: only the provenance is missing
+  }
   if (fs::exists(hyp_file, ec)) s.hyp_file = hyp_file;
   if (!evaluation.ref_files.empty()) s.ref_file = evaluation.ref_files.front();
   if (!s.bleu) {
@@ -605,6 +613,7 @@ void take_primary(const std::string& primary, ReportRow& row) {
     row.bleu = it->second.bleu;
     row.chrf = it->second.chrf;
     row.sentences_per_s = it->second.sentences_per_s;
+    row.decoded_on = it->second.decoded_on;
   }
   if (const auto it = row.scratch_scores.find(primary); it != row.scratch_scores.end())
     row.bleu_scratch = it->second.bleu;
@@ -622,7 +631,10 @@ std::optional<double> add_baseline_row(const ReportOptions& o, const json& manif
   const auto s = trained_score(run);
   b.state = s.finished ? "done" : (s.bleu ? "training" : "missing");
   fs::path ckpt = run::RunFolder{run}.best();
-  if (!fs::exists(ckpt)) ckpt = run;  // the baseline given as a checkpoint folder
+  if (!fs::exists(ckpt)) {
+    ckpt = run;  // the baseline given as a checkpoint folder: finished weights
+    if (fs::exists(run::CheckpointFolder{run}.architecture())) b.state = "done";
+  }
   if (const auto a = read_json(run::CheckpointFolder{ckpt}.architecture())) b.heads = heads_of(*a);
   if (r.splits.empty()) {
     b.bleu = s.bleu;
@@ -792,6 +804,9 @@ struct Layout {
   // references.
   bool per_split = false;
   bool chrf_all_refs_column = false;  // chrF against all references of the primary split (csv)
+  // sent/s in the markdown: only when every row with a speed was decoded on the same recorded
+  // machine, build and precision (speeds of different machines are not comparable).
+  bool speed_column = false;
   bool scratch_change = false;
   std::vector<SplitColumn> trained_columns, scratch_columns;
   std::vector<std::string> other_splits;
@@ -897,6 +912,17 @@ void compute_changes(const Report& r, Layout& t) {
 // Decides the table's columns (and the BLEU column's label) from the rows.
 Layout table_layout(const std::string& primary, bool retrain, Report& r) {
   Layout t;
+  {
+    std::set<std::string> machines;
+    bool unrecorded = false;
+    for (const auto& row : r.rows)
+      if (row.sentences_per_s) {
+        machines.insert(row.decoded_on);
+        unrecorded |= row.decoded_on.empty();
+      }
+    // No speeds at all: the column stays, empty, as before.
+    t.speed_column = machines.empty() || (machines.size() == 1 && !unrecorded);
+  }
   t.primary = primary;
   t.retrain = retrain;
   t.p_column = std::any_of(r.rows.begin(), r.rows.end(),
@@ -1029,6 +1055,11 @@ std::string markdown_legend(const Report& r, const Layout& t) {
     md +=
         "; scratch vs trained: BLEU from scratch minus BLEU of the pruned model fine-tuned from "
         "the baseline (from trained)";
+  if (!t.speed_column)
+    md +=
+        "; no speed column: the rows were decoded on different or unrecorded machines "
+        "(results.csv keeps sentences_per_s; `headcount bench decode --compare` measures a "
+        "pruned model against its baseline in one run)";
   md += ".\n\n";
   return md;
 }
@@ -1046,7 +1077,7 @@ std::string markdown_header(const Report& r, const Layout& t) {
   }
   for (const char* h : {"chrF", "vs baseline", "vs control"}) mdh.push_back(h);
   for (const auto& col : t.change_columns) mdh.push_back(col.md);
-  mdh.push_back("sent/s");
+  if (t.speed_column) mdh.push_back("sent/s");
   std::string md = fmt::format("| {} |\n", fmt::join(mdh, " | "));
   std::vector<std::string> align(mdh.size(), "---:");
   align[0] = "---";
@@ -1097,15 +1128,34 @@ std::string markdown_line(const Report& r, const Layout& t, size_t ri) {
   m.push_back(change_cell(row.delta_control, row.p_control));
   for (size_t j = 0; j < t.change_columns.size(); ++j)
     m.push_back(change_cell(t.change_value[ri][j], t.change_p[ri][j]));
-  m.push_back(row.sentences_per_s ? num(row.sentences_per_s, 1) : "-");
+  if (t.speed_column) m.push_back(row.sentences_per_s ? num(row.sentences_per_s, 1) : "-");
   return fmt::format("| {} |\n", fmt::join(m, " | "));
+}
+
+// Where the rows' primary evaluations were decoded, row names grouped by machine and build.
+std::string decoded_on_markdown(const Report& r) {
+  std::map<std::string, std::vector<std::string>> by;
+  for (const auto& row : r.rows)
+    if (row.bleu && !r.splits.empty())
+      by[row.decoded_on.empty() ? "not recorded (evaluated before commits recorded it)"
+                                : row.decoded_on]
+          .push_back(row.name);
+  if (by.empty()) return "";
+  std::string md = fmt::format("\nDecoded ({}):\n", r.splits.back());
+  for (const auto& [where, names] : by)
+    md += fmt::format("- {}: {}\n", where, fmt::join(names, ", "));
+  if (by.size() > 1)
+    md +=
+        "\nRows decoded on different machines or builds differ by their kernels and rounding "
+        "as well (0.03-0.2 BLEU measured between machines): their changes mix the two.\n";
+  return md;
 }
 
 // results.md's legend and table.
 std::string render_markdown(const Report& r, const Layout& t) {
   std::string md = markdown_legend(r, t) + markdown_header(r, t);
   for (size_t ri = 0; ri < r.rows.size(); ++ri) md += markdown_line(r, t, ri);
-  return md;
+  return md + decoded_on_markdown(r);
 }
 
 std::string plots_markdown(const ReportOptions& o, const Report& r) {

@@ -39,6 +39,8 @@ struct ReportOptions {
 // when the split has several, against all of them together.
 struct SplitScores {
   std::optional<double> bleu, bleu_all_refs, chrf, chrf_all_refs, sentences_per_s;
+  // Where it was decoded (provenance::describe and the precision); "" where not recorded.
+  std::string decoded_on;
   // The translations (RUN/eval-SPLIT.hyp.txt, when the evaluation wrote them) and the first
   // reference they were scored against (the evaluation's ref_files): what a paired test needs.
   fs::path hyp_file, ref_file;
@@ -54,6 +56,7 @@ struct ReportRow {
   std::optional<int64_t> parameters;
   // The primary figures: the logged dev BLEU, or the last split's (first reference).
   std::optional<double> bleu, bleu_scratch, chrf, delta, sentences_per_s;
+  std::string decoded_on;               // of the primary split's evaluation ("" : not recorded)
   std::optional<double> delta_control;  // BLEU minus its control's BLEU
   // The paired bootstrap p-value of that difference (1,000 resamples of the primary split's
   // segments, `headcount bleu --paired-bs`), where both translations are recorded.
