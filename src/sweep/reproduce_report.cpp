@@ -110,18 +110,17 @@ Cell read_cell(const fs::path& dir, const std::string& prefix,
     const auto rec = eval::read_eval_record(dir / (prefix + split + ".json"));
     if (!rec) continue;
     if (!c.heads) c.heads = parse_heads(rec->heads_e_d_de);
-    for (const auto& s : rec->scores)
-      if (s.bleu) {
-        c.bleu[split] = *s.bleu;  // the first reference
-        break;
-      }
+    if (const auto* ref1 = rec->score("ref1"); ref1 && ref1->bleu)
+      c.bleu[split] = *ref1->bleu;  // against the split's first reference
+    std::string where = "machine and commit not recorded (evaluated before runs recorded them)";
     try {
       const json j = json::parse(io::read_file(dir / (prefix + split + ".json")));
-      c.machines.insert(provenance::describe(j.value("provenance", json())) + ", " +
-                        rec->precision);
+      if (j.contains("provenance")) where = provenance::describe(j["provenance"]);
     } catch (const std::exception&) {
-      c.machines.insert("unrecorded");
+      // read_eval_record has read it: only the provenance is missing
     }
+    c.machines.insert(where + ", " +
+                      (rec->precision.empty() ? "precision not recorded" : rec->precision));
   }
   return c;
 }
