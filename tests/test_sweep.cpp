@@ -839,6 +839,46 @@ TEST(Report, VsControlCarriesAPairedPValueWhereTranslationsAreRecorded) {
   EXPECT_NE(io::read_file(out / "results.md").find("| -80.00 |"), std::string::npos);
 }
 
+// Speeds of different machines are not set side by side: with every row decoded on the same
+// recorded machine the table has its sent/s column; with one row decoded elsewhere (or on an
+// unrecorded one) it leaves it out, and says where each row was decoded.
+TEST(Report, SpeedColumnOnlyWhenEveryRowWasDecodedOnOneMachine) {
+  TempDir dir;
+  const fs::path out = dir / "sweep";
+  const fs::path base = dir / "base";
+  write_control_and_run(out, base);
+  write_eval_cache(base, base / "checkpoints" / "best", "dev", 30.0, 50.0, {}, {}, 10.0);
+  for (const char* name : {"all-l0", "all-l0.1"})
+    write_eval_cache(out / name, out / name / "pruned", "dev", 29.0, 50.0, {}, {}, 40.0);
+  sweep::ReportOptions o;
+  o.dir = out;
+  o.executable = "/bin/false";
+  o.splits = {"dev"};
+  o.plots = false;
+  sweep::write_report(o);
+  std::string md = io::read_file(out / "results.md");
+  EXPECT_NE(md.find("| vs control | sent/s |\n"), std::string::npos) << md;
+  EXPECT_NE(md.find(fmt::format("- {}: baseline, all-l0, all-l0.1\n", kTestDecodedOn)),
+            std::string::npos)
+      << md;
+  // all-l0.1 decoded on another machine.
+  const fs::path cache = out / "all-l0.1" / "eval-dev.json";
+  auto j = nlohmann::json::parse(io::read_file(cache));
+  j["provenance"]["cpu"] = "Other CPU";
+  io::write_file_atomic(cache, j.dump(2));
+  sweep::write_report(o);
+  md = io::read_file(out / "results.md");
+  EXPECT_EQ(md.find("sent/s |"), std::string::npos) << md;
+  EXPECT_NE(md.find("no speed column: the rows were decoded on different or unrecorded machines"),
+            std::string::npos);
+  EXPECT_NE(md.find("- commit abc1234, Other CPU, LibTorch 1.13.1, bf16: all-l0.1\n"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(md.find("mix the two"), std::string::npos);
+  // The csv keeps the measured speeds.
+  EXPECT_NE(io::read_lines(out / "results.csv")[3].find(",40.0"), std::string::npos);
+}
+
 // With several splits, the changes on the other splits (against the baseline and against the
 // control) carry their paired p-values too, in the markdown cell and in p_<column> csv columns.
 TEST(Report, ChangesOnOtherSplitsCarryPairedPValues) {
