@@ -244,6 +244,14 @@ goals:
   const auto again = sweep::run_reproduce(e, o);
   EXPECT_EQ(again.done, 0);
   EXPECT_EQ(static_cast<size_t>(again.skipped), pieces);
+
+  // Another budget into the same folder: an error naming a piece, not a mixed table.
+  auto other = e;
+  other.prune_set.emplace_back("train.max_steps", "12");
+  const auto err = error_of([&] { sweep::run_reproduce(other, o); });
+  EXPECT_NE(err.find("holds pieces of another experiment: seed-1/all-l0/prune ran as"),
+            std::string::npos)
+      << err;
 }
 
 }  // namespace

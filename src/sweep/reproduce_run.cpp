@@ -301,6 +301,40 @@ std::string plan_table(const Plan& plan, const fs::path& out, const Rates& rates
 
 namespace {
 
+// A piece's arguments without the thread settings (which a resume with other --workers changes).
+std::vector<std::string> without_threads(const std::vector<std::string>& args) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--set" && i + 1 < args.size() && args[i + 1].rfind("threads.", 0) == 0) {
+      ++i;
+      continue;
+    }
+    out.push_back(args[i]);
+  }
+  return out;
+}
+
+// Pieces done under other settings (the experiment file changed since) would be reported as runs
+// of settings they did not have: an error naming the first, before anything runs.
+void check_done_pieces_match(const Plan& plan, const fs::path& out) {
+  for (const auto& s : plan.steps) {
+    if (!step_done(out, s)) continue;
+    json j;
+    try {
+      j = json::parse(io::read_file(marker(out, s.id)));
+    } catch (const std::exception& e) {
+      HC_FAIL("{}: not JSON ({}); delete it to run {} again", marker(out, s.id).string(), e.what(),
+              s.id);
+    }
+    if (!j.contains("args")) continue;
+    const auto before = without_threads(j["args"].get<std::vector<std::string>>());
+    HC_CHECK(before == without_threads(s.args),
+             "{} holds pieces of another experiment: {} ran as `headcount {}`, the experiment "
+             "file now asks for `headcount {}`. Use another --out, or the file they came from",
+             out.string(), s.id, fmt::join(before, " "), fmt::join(without_threads(s.args), " "));
+  }
+}
+
 // The committed baseline's checkpoint files (not its evaluations) copied into
 // OUT/baseline/checkpoints/best, with a summary.json saying where they came from.
 void copy_baseline(const fs::path& from, const fs::path& run_dir) {
@@ -330,6 +364,7 @@ void write_marker(const fs::path& out, const Step& s, double seconds) {
                   {"seconds", seconds},
                   {"train_steps", s.train_steps},
                   {"sentences", s.sentences},
+                  {"args", s.args},
                   {"finished_at", timestamp()},
                   {"provenance", provenance::record()}};
   fs::create_directories(out / "steps");
@@ -473,6 +508,7 @@ ReproduceOutcome run_reproduce(const ExperimentSpec& e, const ReproduceOptions& 
   fs::create_directories(o.out);
   const int cores = o.cores > 0 ? o.cores : runtime::num_cores();
   const Plan plan = make_plan(e, o.out, std::max(1, cores / o.workers));
+  check_done_pieces_match(plan, o.out);
   io::RunLock lock;
   if (!o.dry_run) {
     lock = io::RunLock::acquire(o.out);
