@@ -1,8 +1,10 @@
 // eval-SPLIT.json: the bytes `headcount eval` writes, and reading them back.
 #include <gtest/gtest.h>
+#include <torch/version.h>
 
 #include <filesystem>
 
+#include "headcount/common/provenance.h"
 #include "headcount/eval/record.h"
 
 namespace headcount::eval {
@@ -57,7 +59,14 @@ TEST(EvalRecord, WritesTheKeysInTheirOrder) {
     }
   }
 })json";
-  EXPECT_EQ(to_json(sample()).dump(2), expected);
+  // Where it was decoded (the commit, machine and LibTorch), after the references: the record of
+  // this process, checked on its own; the rest to the character.
+  auto j = to_json(sample());
+  EXPECT_EQ(nlohmann::json(j.at("provenance")), provenance::record());
+  EXPECT_EQ(provenance::record().at("libtorch"), TORCH_VERSION);
+  EXPECT_FALSE(provenance::record().at("commit").get<std::string>().empty());
+  j.erase("provenance");
+  EXPECT_EQ(j.dump(2), expected);
 }
 
 TEST(EvalRecord, ReadsBackWhatItWrote) {

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "headcount/common/io.h"
+#include "headcount/common/provenance.h"
 #include "headcount/common/run_guard.h"
 #include "headcount/run/run_folder.h"
 #include "test_util.h"
@@ -100,7 +101,8 @@ TEST(RunFolder, SummaryOfEitherKindRoundTripsWithItsOwnKeys) {
   train.target_tokens_per_s = 1000.25;
   run::write_summary(f, train);
   auto j = nlohmann::json::parse(io::read_file(f.summary()));
-  EXPECT_EQ(j.size(), 9u) << j.dump();
+  EXPECT_EQ(j.size(), 9u + 1) << j.dump();  // its keys, and where it ran
+  EXPECT_EQ(j.at("provenance"), provenance::record());
   EXPECT_EQ(j.at("status"), "early-stopped");
   EXPECT_EQ(j.at("best_step"), 800);
   EXPECT_FALSE(j.contains("method"));
@@ -121,7 +123,7 @@ TEST(RunFolder, SummaryOfEitherKindRoundTripsWithItsOwnKeys) {
   fisher.dev_bleu_end = 29.25;
   run::write_summary(f, fisher);
   j = nlohmann::json::parse(io::read_file(f.summary()));
-  EXPECT_EQ(j.size(), 6u) << j.dump();
+  EXPECT_EQ(j.size(), 6u + 1) << j.dump();
   EXPECT_FALSE(j.contains("status"));
   const auto fb = run::read_summary(f);
   EXPECT_EQ(fb.method, "fisher");

@@ -4,8 +4,10 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <array>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 
