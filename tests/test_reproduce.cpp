@@ -211,6 +211,8 @@ goals:
   const auto summary = json::parse(io::read_file(o.out / "seed-2" / "all-l0" / "summary.json"));
   EXPECT_FALSE(summary["provenance"]["commit"].get<std::string>().empty());
   EXPECT_FALSE(summary["provenance"]["libtorch"].get<std::string>().empty());
+  const auto ev = json::parse(io::read_file(o.out / "seed-2" / "all-l0" / "eval-dev.json"));
+  EXPECT_EQ(ev["provenance"], summary["provenance"]);  // the evaluations record it too
   EXPECT_NE(io::read_file(o.out / "seed-2" / "all-l0" / "config.yaml").find("seed: 2"),
             std::string::npos);
   EXPECT_TRUE(fs::exists(o.out / "seed-1" / "results.md"));  // each seed's report

@@ -5,6 +5,7 @@
 #include "headcount/common/check.h"
 #include "headcount/common/io.h"
 #include "headcount/common/log.h"
+#include "headcount/common/provenance.h"
 #include "headcount/common/runtime.h"
 #include "headcount/data/corpus.h"
 #include "headcount/run/checkpoint_files.h"
@@ -138,6 +139,7 @@ eval::EvalRecord eval_record(const Translator& t, const std::string& checkpoint,
   r.heads_e_d_de = t.info.architecture.summary();
   r.decode_seconds = tr.seconds;
   r.sentences_per_s = tr.seconds > 0 ? tr.text.size() / tr.seconds : 0.0;
+  r.provenance = provenance::record();
   r.hyp_file = hyp_file;
   r.ref_files = in.ref_files;
   r.scores = tr.scores;

@@ -1,5 +1,4 @@
 #include "headcount/eval/record.h"
-#include "headcount/common/provenance.h"
 
 #include <fmt/format.h>
 
@@ -53,7 +52,7 @@ nlohmann::ordered_json to_json(const EvalRecord& r) {
   j["sentences_per_s"] = r.sentences_per_s;
   if (!r.hyp_file.empty()) j["hyp_file"] = r.hyp_file;
   j["ref_files"] = r.ref_files;
-  j["provenance"] = provenance::record();  // the commit and machine it was decoded with
+  if (!r.provenance.is_null()) j["provenance"] = r.provenance;
   for (const auto& s : r.scores) {
     nlohmann::ordered_json e;
     if (s.bleu) e["bleu"] = *s.bleu;
@@ -108,6 +107,7 @@ EvalRecord eval_record_from_json(const nlohmann::json& j) {
   read_field(j, "beam", r.beam);
   read_field(j, "length_penalty", r.length_penalty);
   read_field(j, "precision", r.precision);
+  if (j.contains("provenance") && j["provenance"].is_object()) r.provenance = j["provenance"];
   read_field(j, "device", r.device);
   read_field(j, "heads_e_d_de", r.heads_e_d_de);
   read_field(j, "decode_seconds", r.decode_seconds);

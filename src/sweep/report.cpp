@@ -127,13 +127,8 @@ std::optional<SplitScores> read_eval_scores(const eval::EvalRecord& evaluation,
     s.chrf_all_refs = all_refs->chrf;
   }
   s.sentences_per_s = evaluation.sentences_per_s;
-  try {
-    const auto j = json::parse(io::read_file(cache));
-    if (j.contains("provenance"))
-      s.decoded_on = provenance::describe(j["provenance"]) + ", " + evaluation.precision;
-  } catch (const std::exception&) {
-    // read_eval_record has read it already: only the provenance is missing
-  }
+  if (!evaluation.provenance.is_null())
+    s.decoded_on = provenance::describe(evaluation.provenance) + ", " + evaluation.precision;
   if (fs::exists(hyp_file, ec)) s.hyp_file = hyp_file;
   if (!evaluation.ref_files.empty()) s.ref_file = evaluation.ref_files.front();
   if (!s.bleu) {

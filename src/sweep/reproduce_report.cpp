@@ -114,13 +114,10 @@ Cell read_cell(const fs::path& dir, const std::string& prefix,
     if (!c.heads) c.heads = parse_heads(rec->heads_e_d_de);
     if (const auto* ref1 = rec->score("ref1"); ref1 && ref1->bleu)
       c.bleu[split] = *ref1->bleu;  // against the split's first reference
-    std::string where = "machine and commit not recorded (evaluated before runs recorded them)";
-    try {
-      const json j = json::parse(io::read_file(dir / (prefix + split + ".json")));
-      if (j.contains("provenance")) where = provenance::describe(j["provenance"]);
-    } catch (const std::exception&) {
-      // read_eval_record has read it: only the provenance is missing
-    }
+    const std::string where =
+        rec->provenance.is_null()
+            ? "machine and commit not recorded (evaluated before runs recorded them)"
+            : provenance::describe(rec->provenance);
     c.machines.insert(where + ", " +
                       (rec->precision.empty() ? "precision not recorded" : rec->precision));
   }

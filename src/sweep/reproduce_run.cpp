@@ -21,6 +21,7 @@
 #include "headcount/run/run_folder.h"
 #include "headcount/sweep/reproduce.h"
 #include "headcount/train/trainer.h"
+#include "sweep/sweep_yaml.h"
 
 namespace headcount::sweep {
 namespace {
@@ -30,11 +31,6 @@ using json = nlohmann::json;
 // Estimates before anything has been measured on this machine: a 1,200-step pruning run of the
 // Bible baseline took 21-40 min on 2 cores (experiments/voita-table-cpu), a beam-4 split ~1 min.
 constexpr double kPriorPruneStepS = 1.5, kPriorTrainStepS = 1.2, kPriorEvalS = 60;
-
-std::vector<std::string> thread_args(int threads_blas) {
-  if (threads_blas <= 0) return {};
-  return {"--set", "threads.intra_op=-1", "--set", fmt::format("threads.blas={}", threads_blas)};
-}
 
 Step make_step(std::string id, std::string kind) {
   Step s;
@@ -53,7 +49,6 @@ struct PlanBuilder {
     plan.steps.push_back(std::move(s));
     return plan.steps.size() - 1;
   }
-  std::vector<std::string> threads_set() const { return thread_args(threads); }
 
   // `train CONFIGS --set ... --set train.max_steps=LEG ... --out DIR`, one step per leg.
   size_t train_legs(const std::string& id, const std::vector<std::string>& configs,
@@ -68,8 +63,7 @@ struct PlanBuilder {
       s.args.insert(s.args.end(), configs.begin(), configs.end());
       for (const auto& [k, v] : set) s.args.insert(s.args.end(), {"--set", k + "=" + v});
       s.args.insert(s.args.end(), {"--set", fmt::format("train.max_steps={}", leg)});
-      const auto t = threads_set();
-      s.args.insert(s.args.end(), t.begin(), t.end());
+      detail::add_threads(s.args, set, {}, threads);
       s.args.insert(s.args.end(), extra.begin(), extra.end());
       s.args.insert(s.args.end(), {"--out", dir.string()});
       s.log = run::RunFolder{dir}.sweep_log();
@@ -101,7 +95,7 @@ struct PlanBuilder {
                 (dir / (prefix + split + ".hyp.txt")).string()};
       s.log = dir / (prefix + split + ".log");
       s.deps = {dep};
-      s.sentences = 1;
+      s.splits = 1;
       ids.push_back(add(s));
     }
     return ids;
@@ -159,12 +153,11 @@ void seed_steps(PlanBuilder& b, int seed, size_t baseline, const std::vector<siz
                 "--finetune",
                 "--out",
                 (run / "compare-ft").string()};
-      const auto t = b.threads_set();
-      c.args.insert(c.args.end(), t.begin(), t.end());
+      detail::add_threads(c.args, b.e.prune_set, b.e.target_set, b.threads);
       c.log = run / "compare-ft.log";
       c.deps = {pr};
       c.train_steps = s.train_steps;
-      c.sentences = 2;  // the masked evaluations of the analysis, about two splits' worth
+      c.splits = 2;  // the masked evaluations of the analysis, about two splits' worth
       const size_t cid = b.add(c);
       all.push_back(cid);
       const fs::path ft = run / "compare-ft";
@@ -245,10 +238,9 @@ Rates measured_rates(const fs::path& out) {
         const std::string kind = j.value("kind", "");
         const double sec = j.value("seconds", 0.0);
         const auto steps = j.value("train_steps", int64_t{0});
-        const auto sentences = j.value("sentences", int64_t{0});
+        const auto splits = j.value("splits", int64_t{0});
         if ((kind == "prune" || kind == "train") && steps > 0) per[kind].push_back(sec / steps);
-        if (kind == "eval" && sentences > 0)
-          per[kind].push_back(sec / static_cast<double>(sentences));
+        if (kind == "eval" && splits > 0) per[kind].push_back(sec / static_cast<double>(splits));
       } catch (const std::exception&) {
         // a marker being written: ignored for the estimate
       }
@@ -270,8 +262,8 @@ double estimate_seconds(const Step& s, const Rates& r) {
   if (s.kind == "train") return static_cast<double>(s.train_steps) * r.train_step_s;
   if (s.kind == "compare")
     return static_cast<double>(s.train_steps) * r.train_step_s +
-           static_cast<double>(s.sentences) * r.eval_split_s;
-  if (s.kind == "eval") return static_cast<double>(s.sentences) * r.eval_split_s;
+           static_cast<double>(s.splits) * r.eval_split_s;
+  if (s.kind == "eval") return static_cast<double>(s.splits) * r.eval_split_s;
   return 5;
 }
 
@@ -363,7 +355,7 @@ void write_marker(const fs::path& out, const Step& s, double seconds) {
                   {"exit_code", 0},
                   {"seconds", seconds},
                   {"train_steps", s.train_steps},
-                  {"sentences", s.sentences},
+                  {"splits", s.splits},
                   {"args", s.args},
                   {"finished_at", timestamp()},
                   {"provenance", provenance::record()}};
@@ -371,28 +363,31 @@ void write_marker(const fs::path& out, const Step& s, double seconds) {
   io::write_file_atomic(marker(out, s.id), j.dump(2) + "\n");
 }
 
+// A piece's state while the plan runs (kBlocked: a piece it needs failed).
+enum class Piece { kPending, kRunning, kDone, kFailed, kBlocked, kStopped };
+
 struct Runner {
   const Plan& plan;
   const ReproduceOptions& o;
-  std::vector<int> state;  // 0 pending, 1 running, 2 done, 3 failed, 4 blocked, 5 stopped
+  std::vector<Piece> state;
   std::map<pid_t, std::pair<size_t, std::chrono::steady_clock::time_point>> running;
   ReproduceOutcome outcome;
   std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
   int forwarded = 0;
 
   bool ready(size_t i) const {
-    if (state[i] != 0) return false;
+    if (state[i] != Piece::kPending) return false;
     return std::all_of(plan.steps[i].deps.begin(), plan.steps[i].deps.end(),
-                       [&](size_t d) { return state[d] == 2; });
+                       [&](size_t d) { return state[d] == Piece::kDone; });
   }
   void block_dependents() {
     for (bool changed = true; changed;) {
       changed = false;
       for (size_t i = 0; i < state.size(); ++i)
-        if (state[i] == 0)
+        if (state[i] == Piece::kPending)
           for (size_t d : plan.steps[i].deps)
-            if (state[d] == 3 || state[d] == 4) {
-              state[i] = 4;
+            if (state[d] == Piece::kFailed || state[d] == Piece::kBlocked) {
+              state[i] = Piece::kBlocked;
               changed = true;
               break;
             }
@@ -403,8 +398,9 @@ struct Runner {
     double left = 0;
     const Rates r = measured_rates(o.out);
     for (size_t i = 0; i < state.size(); ++i) {
-      if (state[i] == 2) ++done;
-      if (state[i] == 0 || state[i] == 1) ++pending, left += estimate_seconds(plan.steps[i], r);
+      if (state[i] == Piece::kDone) ++done;
+      if (state[i] == Piece::kPending || state[i] == Piece::kRunning)
+        ++pending, left += estimate_seconds(plan.steps[i], r);
     }
     const double el =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -416,7 +412,7 @@ struct Runner {
   }
 };
 
-bool start_step(Runner& r, size_t i) {
+void start_step(Runner& r, size_t i) {
   const Step& s = r.plan.steps[i];
   log::info("reproduce: starting {} (log: {})", s.id, s.log.string());
   if (s.kind == "copy") {
@@ -424,9 +420,9 @@ bool start_step(Runner& r, size_t i) {
     copy_baseline(s.args.at(0), r.o.out / "baseline");
     write_marker(r.o.out, s,
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-    r.state[i] = 2;
+    r.state[i] = Piece::kDone;
     ++r.outcome.done;
-    return false;
+    return;
   }
   fs::create_directories(s.log.parent_path());
   io::append_line(s.log,
@@ -438,9 +434,8 @@ bool start_step(Runner& r, size_t i) {
   c.stdin_null = true;
   c.die_with_parent = true;
   const pid_t pid = process::start(c).pid;
-  r.state[i] = 1;
+  r.state[i] = Piece::kRunning;
   r.running[pid] = {i, std::chrono::steady_clock::now()};
-  return true;
 }
 
 void end_step(Runner& r, pid_t pid, int status) {
@@ -454,15 +449,15 @@ void end_step(Runner& r, pid_t pid, int status) {
   const int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   if (code == 0) {
     write_marker(r.o.out, s, sec);
-    r.state[i] = 2;
+    r.state[i] = Piece::kDone;
     ++r.outcome.done;
     log::info("reproduce: {} finished in {}", s.id, log::duration(sec));
   } else if (StopSignals::count() || code == kExitInterrupted) {
-    r.state[i] = 5;
+    r.state[i] = Piece::kStopped;
     ++r.outcome.interrupted;
     log::info("reproduce: {} stopped; it resumes next time", s.id);
   } else {
-    r.state[i] = 3;
+    r.state[i] = Piece::kFailed;
     ++r.outcome.failed;
     r.outcome.failed_ids.push_back(s.id);
     log::warn("reproduce: {} FAILED (exit {}); see {}", s.id, code, s.log.string());
@@ -505,39 +500,36 @@ void run_plan(Runner& r) {
 
 ReproduceOutcome run_reproduce(const ExperimentSpec& e, const ReproduceOptions& o) {
   HC_CHECK(o.workers >= 1, "--workers must be at least 1");
-  fs::create_directories(o.out);
   const int cores = o.cores > 0 ? o.cores : runtime::num_cores();
   const Plan plan = make_plan(e, o.out, std::max(1, cores / o.workers));
   check_done_pieces_match(plan, o.out);
-  io::RunLock lock;
-  if (!o.dry_run) {
-    lock = io::RunLock::acquire(o.out);
-    lock.keep_file();
-  }
   std::printf("%s", plan_table(plan, o.out, measured_rates(o.out)).c_str());
   std::fflush(stdout);
-  if (o.dry_run) {
-    for (const auto& s : plan.steps)
-      std::printf("%s: %s\n", s.id.c_str(),
-                  s.kind == "copy" ? fmt::format("copy {} to {}", s.args.at(0),
-                                                 run::RunFolder{o.out / "baseline"}.best().string())
-                                         .c_str()
-                                   : fmt::format("headcount {}", fmt::join(s.args, " ")).c_str());
+  if (o.dry_run) {  // the commands, nothing written
+    for (const auto& s : plan.steps) {
+      const std::string what =
+          s.kind == "copy" ? fmt::format("copy {} to {}", s.args.at(0), plan.baseline.string())
+                           : fmt::format("headcount {}", fmt::join(s.args, " "));
+      std::printf("%s: %s\n", s.id.c_str(), what.c_str());
+    }
     return {};
   }
+  fs::create_directories(o.out);
+  io::RunLock lock = io::RunLock::acquire(o.out);
+  lock.keep_file();
   for (size_t s = 1; s <= static_cast<size_t>(e.seeds); ++s) {
     const fs::path sdir = o.out / fmt::format("seed-{}", s);
     fs::create_directories(sdir);
     io::write_file_atomic(sdir / "sweep.json",
                           sweep_manifest(seed_sweep(e, o.out, static_cast<int>(s))).dump(2) + "\n");
   }
-  Runner r{plan, o, std::vector<int>(plan.steps.size(), 0), {}, {}};
+  Runner r{plan, o, std::vector<Piece>(plan.steps.size(), Piece::kPending), {}, {}};
   for (size_t i = 0; i < plan.steps.size(); ++i)
-    if (step_done(o.out, plan.steps[i])) r.state[i] = 2, ++r.outcome.skipped;
+    if (step_done(o.out, plan.steps[i])) r.state[i] = Piece::kDone, ++r.outcome.skipped;
   const StopSignals stop_signals(StopSignals::Options{.restart = false, .exit_on = 0});
   run_plan(r);
   if (r.outcome.failed == 0 && r.outcome.interrupted == 0 &&
-      std::all_of(r.state.begin(), r.state.end(), [](int s) { return s == 2; })) {
+      std::all_of(r.state.begin(), r.state.end(), [](Piece s) { return s == Piece::kDone; })) {
     const std::string where = write_seed_report(e, o.out);
     log::info("reproduce: every piece is done; the table: {}", where);
   }

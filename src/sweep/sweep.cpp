@@ -95,10 +95,22 @@ Assignments assignments(const YAML::Node& node, const fs::path& file, const std:
   return out;
 }
 
+void add_threads(std::vector<std::string>& args, const Assignments& a, const Assignments& b,
+                 int threads_blas) {
+  if (threads_blas <= 0) return;
+  for (const auto* list : {&a, &b})
+    for (const auto& [k, v] : *list)
+      if (k.rfind("threads.", 0) == 0) return;  // the sweep decides the threads itself
+  // Auto LibTorch threads: one beside OpenBLAS's in fp32, the process's share in bf16.
+  args.insert(args.end(), {"--set", "threads.intra_op=-1", "--set",
+                           fmt::format("threads.blas={}", threads_blas)});
+}
+
 }  // namespace detail
 
 namespace {
 
+using detail::add_threads;
 using detail::assignments;
 using detail::name_text;
 using detail::string_list;
@@ -156,17 +168,6 @@ std::vector<std::string> tail_lines(const fs::path& file, size_t n) {
     start = end + 1;
   }
   return {lines.begin(), lines.end()};
-}
-
-void add_threads(std::vector<std::string>& args, const Assignments& a, const Assignments& b,
-                 int threads_blas) {
-  if (threads_blas <= 0) return;
-  for (const auto* list : {&a, &b})
-    for (const auto& [k, v] : *list)
-      if (k.rfind("threads.", 0) == 0) return;  // the sweep decides the threads itself
-  // Auto LibTorch threads: one beside OpenBLAS's in fp32, the process's share in bf16.
-  args.insert(args.end(), {"--set", "threads.intra_op=-1", "--set",
-                           fmt::format("threads.blas={}", threads_blas)});
 }
 
 // A point's value of `key`, or nullopt when it does not set it.

@@ -20,6 +20,10 @@ std::string name_text(const std::string& yaml_value);
 // A file name or a list of them (`key` names it in errors).
 std::vector<std::string> string_list(const YAML::Node& node, const fs::path& file,
                                      const std::string& key);
+// Appends the sweep's thread settings for a child run (threads.intra_op=-1, threads.blas=N) unless
+// `a` or `b` set threads.* themselves (the user decides) or `threads_blas` is 0.
+void add_threads(std::vector<std::string>& args, const Assignments& a, const Assignments& b,
+                 int threads_blas);
 // A map of config keys to values ({} for a missing node).
 Assignments assignments(const YAML::Node& node, const fs::path& file, const std::string& key);
 

@@ -42,6 +42,9 @@ struct EvalRecord {
   std::string hyp_file;                // empty: the translations were not written
   std::vector<std::string> ref_files;  // recorded so that a paired test can find them later
   std::vector<ReferenceScores> scores;
+  // Where it was decoded (provenance::record() of the evaluating process); null in records older
+  // than the field.
+  nlohmann::json provenance;
 
   // The scores named `name` ("ref1", "all_refs"), or nullptr.
   const ReferenceScores* score(const std::string& name) const;

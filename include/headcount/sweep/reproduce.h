@@ -102,7 +102,7 @@ struct Step {
   fs::path log;
   std::vector<size_t> deps;  // steps that must be done first
   int64_t train_steps = 0;   // training steps it runs (train, prune, compare's fine-tuning)
-  int64_t sentences = 0;     // splits it decodes (eval: 1; compare's analysis: about 2)
+  int64_t splits = 0;        // splits it decodes (eval: 1; compare's analysis: about 2)
 };
 
 struct Plan {
