@@ -47,21 +47,31 @@ bool within(const json& row, const std::vector<std::string>& splits, double w) {
   return true;
 }
 
-std::string control_gain(const ExperimentGoal& g, const ExperimentSpec& e, const json& n,
-                         bool& met) {
+// Every row of `kind` must pass `ok` (and there must be one): each listed with its changes.
+template <typename Ok>
+std::string every_row(const ExperimentSpec& e, const json& n, const std::string& kind,
+                      const std::string& against, const std::string& none, Ok ok, bool& met) {
   std::string t;
   met = true;
-  bool any = false;
   for (const auto& [name, row] : n.items()) {
-    if (row.value("kind", "") != "control") continue;
-    const auto c = change_of(row, e.splits.front());
-    any = true;
-    met &= c && *c <= g.max;
-    t += fmt::format("{}{}: {} against the baseline", t.empty() ? "" : "; ", name,
-                     changes_text(row, e.splits));
+    if (row.value("kind", "") != kind) continue;
+    met &= ok(row);
+    t += fmt::format("{}{}: {} against {}", t.empty() ? "" : "; ", name,
+                     changes_text(row, e.splits), against);
   }
-  met &= any;
-  return any ? t : "no control evaluated";
+  met &= !t.empty();
+  return t.empty() ? none : t;
+}
+
+std::string control_gain(const ExperimentGoal& g, const ExperimentSpec& e, const json& n,
+                         bool& met) {
+  return every_row(
+      e, n, "control", "the baseline", "no control evaluated",
+      [&](const json& row) {
+        const auto c = change_of(row, e.splits.front());
+        return c && *c <= g.max;
+      },
+      met);
 }
 
 std::string removed_within(const ExperimentGoal& g, const ExperimentSpec& e, const json& n,
@@ -91,18 +101,9 @@ std::string removed_within(const ExperimentGoal& g, const ExperimentSpec& e, con
 
 std::string scratch_within(const ExperimentGoal& g, const ExperimentSpec& e, const json& n,
                            bool& met) {
-  std::string t;
-  met = true;
-  bool any = false;
-  for (const auto& [name, row] : n.items()) {
-    if (row.value("kind", "") != "scratch") continue;
-    any = true;
-    met &= within(row, e.splits, g.within);
-    t += fmt::format("{}{}: {} against from trained", t.empty() ? "" : "; ", name,
-                     changes_text(row, e.splits));
-  }
-  met &= any;
-  return any ? t : "no from-scratch run evaluated";
+  return every_row(
+      e, n, "scratch", "from trained", "no from-scratch run evaluated",
+      [&](const json& row) { return within(row, e.splits, g.within); }, met);
 }
 
 }  // namespace

@@ -26,19 +26,7 @@ const std::set<std::string> kTopLevel = {"baseline", "prune", "series", "scratch
                                          "evaluate", "seeds", "goals",  "profiles"};
 
 YAML::Node read_experiment_yaml(const fs::path& file) {
-  std::error_code ec;
-  HC_CHECK(fs::exists(file, ec), "experiment file {} not found", file.string());
-  HC_CHECK(!fs::is_directory(file, ec), "{}: is a folder, expected an experiment file (YAML)",
-           file.string());
-  YAML::Node root;
-  try {
-    root = YAML::Load(io::read_file_bounded(file, io::kMaxConfigBytes, "an experiment file"));
-  } catch (const YAML::ParserException& e) {
-    HC_FAIL("{}:{}: not valid YAML: {}", file.string(), e.mark.line + 1, e.msg);
-  }
-  check_unique_keys(root, file.string());
-  HC_CHECK(root.IsMap(), "{}: expected a map with baseline, prune and series", file.string());
-  return root;
+  return detail::read_yaml_file(file, "experiment file", "a map with baseline, prune and series");
 }
 
 // --profile NAME: the profile's top-level keys replace the file's.

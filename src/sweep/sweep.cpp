@@ -106,6 +106,26 @@ void add_threads(std::vector<std::string>& args, const Assignments& a, const Ass
                            fmt::format("threads.blas={}", threads_blas)});
 }
 
+// A sweep or experiment file's YAML, checked: it exists, parses, has no key twice and is a map.
+YAML::Node read_yaml_file(const fs::path& file, const std::string& what,
+                          const std::string& expected) {
+  std::error_code ec;
+  HC_CHECK(fs::exists(file, ec), "{} {} not found", what, file.string());
+  HC_CHECK(!fs::is_directory(file, ec), "{}: is a folder, expected a {} (YAML)", file.string(),
+           what);
+  YAML::Node root;
+  try {
+    const std::string article =
+        std::string("aeiou").find(what.front()) != std::string::npos ? "an " : "a ";
+    root = YAML::Load(io::read_file_bounded(file, io::kMaxConfigBytes, article + what + " (YAML)"));
+  } catch (const YAML::ParserException& e) {
+    HC_FAIL("{}:{}: not valid YAML: {}", file.string(), e.mark.line + 1, e.msg);
+  }
+  check_unique_keys(root, file.string());
+  HC_CHECK(root.IsMap(), "{}: expected {}", file.string(), expected);
+  return root;
+}
+
 }  // namespace detail
 
 namespace {
@@ -272,22 +292,8 @@ Config resolve_point(const SweepSpec& spec, const SweepPoint& point) {
 
 namespace {
 
-// The sweep file's YAML, checked: it exists, parses, has no key twice and is a map.
 YAML::Node read_sweep_yaml(const fs::path& file) {
-  std::error_code ec;
-  HC_CHECK(fs::exists(file, ec), "sweep file {} not found", file.string());
-  HC_CHECK(!fs::is_directory(file, ec), "{}: is a folder, expected a sweep file (YAML)",
-           file.string());
-  YAML::Node root;
-  try {
-    root = YAML::Load(io::read_file_bounded(file, io::kMaxConfigBytes, "a sweep file (YAML)"));
-  } catch (const YAML::ParserException& e) {
-    HC_FAIL("{}:{}: not valid YAML: {}", file.string(), e.mark.line + 1, e.msg);
-  }
-  check_unique_keys(root, file.string());
-  HC_CHECK(root.IsMap(), "{}: expected a map with command, configs and grid or runs",
-           file.string());
-  return root;
+  return detail::read_yaml_file(file, "sweep file", "a map with command, configs and grid or runs");
 }
 
 // The top-level keys checked, then command, configs, set and baseline.

@@ -24,6 +24,10 @@ std::vector<std::string> string_list(const YAML::Node& node, const fs::path& fil
 // `a` or `b` set threads.* themselves (the user decides) or `threads_blas` is 0.
 void add_threads(std::vector<std::string>& args, const Assignments& a, const Assignments& b,
                  int threads_blas);
+// A sweep or experiment file's YAML ("sweep file", "experiment file"), checked: it exists, parses,
+// has no key twice and is a map (else "FILE: expected EXPECTED").
+YAML::Node read_yaml_file(const fs::path& file, const std::string& what,
+                          const std::string& expected);
 // A map of config keys to values ({} for a missing node).
 Assignments assignments(const YAML::Node& node, const fs::path& file, const std::string& key);
 
