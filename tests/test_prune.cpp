@@ -101,6 +101,9 @@ TEST(PruneHeads, TopNKeepsExactlyNHeads) {
 // ---------------------------------------------------------------------------------------------
 // Whole pruning runs on the tiny synthetic corpus.
 
+#include <set>
+#include <sstream>
+
 #include "headcount/common/io.h"
 #include "headcount/model/loss.h"
 #include "headcount/prune/prune_trainer.h"
@@ -232,6 +235,34 @@ TEST(PruneRun, TargetModeEndsWithExactlyTheRequestedHeads) {
   EXPECT_GT(evals.front()["expected_open"].get<double>(),
             evals.back()["expected_open"].get<double>());
   EXPECT_DOUBLE_EQ(evals.back()["target_now"].get<double>(), 5.0);
+  // The run's mask on the unpruned baseline (export-pruned --heads-of): the heads the CSV gives a
+  // removal step, read here by hand, and the architecture of the run's own export.
+  std::set<std::string> removed;
+  for (const auto& row : io::read_lines(dir / "t" / "head_removal.csv")) {
+    std::vector<std::string> f;
+    std::stringstream line(row);
+    for (std::string x; std::getline(line, x, ',');) f.push_back(x);
+    f.resize(4);  // a kept head's row ends after its empty fields
+    if (f[0] != "attention" && !f[3].empty()) removed.insert(f[0] + f[1] + "." + f[2]);
+  }
+  EXPECT_EQ(removed.size(), 19u);
+  std::set<std::string> read;
+  for (const auto& h : prune::removed_heads_of(dir / "t"))
+    read.insert(std::string(model::attention_name(h.type)) + std::to_string(h.layer) + "." +
+                std::to_string(h.head));
+  EXPECT_EQ(read, removed);
+  const fs::path base = dir / "base" / "checkpoints" / "last";
+  EXPECT_EQ(prune::export_with_mask_of(base, dir / "t", dir / "masked"), info.architecture);
+  EXPECT_EQ(run::read_checkpoint_info(dir / "masked").architecture, info.architecture);
+  // Head numbers mean the unpruned model's heads: a pruned checkpoint is refused.
+  EXPECT_NE(testing::error_of([&] {
+              prune::export_with_mask_of(dir / "t" / "pruned", dir / "t", dir / "x");
+            }).find("is already pruned"),
+            std::string::npos);
+  EXPECT_NE(testing::error_of([&] {
+              prune::export_with_mask_of(base, dir / "base", dir / "x");
+            }).find("no head_removal.csv"),
+            std::string::npos);
 }
 
 TEST(PruneRun, RecoveryTrainsTheWeightsUnderTheFixedFinalMask) {

@@ -63,15 +63,25 @@ void add_prune_command(CLI::App& app) {
 void add_export_pruned_command(CLI::App& app) {
   auto checkpoint = std::make_shared<std::string>();
   auto out = std::make_shared<std::string>();
+  auto heads_of = std::make_shared<std::string>();
   auto* cmd = app.add_subcommand("export-pruned",
                                  "Write the physically pruned model of any checkpoint of a prune "
-                                 "run (e.g. RUN/checkpoints/step-N)");
-  cmd->add_option("--checkpoint", *checkpoint, "Checkpoint folder of a prune run")
+                                 "run (e.g. RUN/checkpoints/step-N), or of any checkpoint without "
+                                 "the heads a prune run removed (--heads-of RUN)");
+  cmd->add_option("--checkpoint", *checkpoint,
+                  "Checkpoint folder of a prune run; with --heads-of, any checkpoint of the model "
+                  "that run pruned (e.g. its prune.init_from)")
       ->required()
       ->check(checkpoint_folder());
+  cmd->add_option("--heads-of", *heads_of,
+                  "A finished prune run (L0 or Fisher): remove the heads its head_removal.csv "
+                  "says it removed, e.g. to fine-tune the unpruned model under that mask "
+                  "(train --init-from OUT)")
+      ->check(CLI::ExistingDirectory);
   cmd->add_option("--out", *out, "New checkpoint folder")->required()->check(output_folder());
-  cmd->callback([checkpoint, out] {
-    const auto arch = prune::export_pruned(*checkpoint, *out);
+  cmd->callback([checkpoint, out, heads_of] {
+    const auto arch = heads_of->empty() ? prune::export_pruned(*checkpoint, *out)
+                                        : prune::export_with_mask_of(*checkpoint, *heads_of, *out);
     std::printf("wrote %s: heads %s (enc/dec/enc-dec)\n", out->c_str(), arch.summary().c_str());
   });
 }

@@ -6,6 +6,8 @@
 #include <map>
 
 #include "headcount/common/check.h"
+#include "headcount/common/config.h"
+#include "headcount/model/shape.h"
 #include "headcount/prune/head_gates.h"
 #include "headcount/run/checkpoint.h"
 #include "headcount/run/checkpoint_files.h"
@@ -57,6 +59,38 @@ model::Architecture export_without_heads(const fs::path& checkpoint,
   auto pruned = prune_heads(model, values);
   run::save_checkpoint(out, pruned, nullptr, info.state, info.config, info.vocab);
   return pruned->architecture();
+}
+
+std::vector<model::HeadId> removed_heads_of(const fs::path& run_dir) {
+  const fs::path file = run::RunFolder{run_dir}.head_removal();
+  std::error_code ec;
+  HC_CHECK(fs::exists(file, ec), "{} has no head_removal.csv: not a finished prune run",
+           run_dir.string());
+  std::vector<model::HeadId> removed;
+  for (const auto& row : run::read_head_removal(file))
+    if (row.removal_step) removed.push_back(row.head);
+  return removed;
+}
+
+model::Architecture export_with_mask_of(const fs::path& checkpoint, const fs::path& run_dir,
+                                        const fs::path& out) {
+  const auto removed = removed_heads_of(run_dir);
+  const auto info = run::read_checkpoint_info(checkpoint);
+  // Head numbers are positions in the run's unpruned model: they mean the same heads only in an
+  // unpruned model of the same shape.
+  HC_CHECK(info.architecture == model::Architecture::uniform(info.config.model),
+           "{} is already pruned (heads {}): the heads {} removed are numbered in the unpruned "
+           "model; give an unpruned checkpoint of the same model",
+           checkpoint.string(), info.architecture.summary(), run_dir.string());
+  const fs::path config = run::RunFolder{run_dir}.config();
+  std::error_code ec;
+  if (fs::exists(config, ec)) {
+    const ModelConfig m = load_config_file(config).model;
+    HC_CHECK(model::same_shape(m, info.config.model),
+             "{} pruned a model of another shape than {} ({} against {})", run_dir.string(),
+             checkpoint.string(), model::shape_summary(m), model::shape_summary(info.config.model));
+  }
+  return export_without_heads(checkpoint, removed, out);
 }
 
 std::string write_head_removal_log(const fs::path& run_dir) {

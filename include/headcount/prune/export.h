@@ -24,6 +24,16 @@ model::Architecture export_without_heads(const fs::path& checkpoint,
                                          const std::vector<model::HeadId>& removed,
                                          const fs::path& out);
 
+// The heads a prune run (L0 or Fisher) removed, read from its head_removal.csv: the rows with a
+// removal step.
+std::vector<model::HeadId> removed_heads_of(const fs::path& run_dir);
+
+// Writes a physically pruned copy of an unpruned checkpoint of the model a prune run pruned (the
+// same shape; e.g. its prune.init_from) without the heads that run removed: the run's mask on
+// other weights, e.g. to fine-tune the unpruned model under it without gates.
+model::Architecture export_with_mask_of(const fs::path& checkpoint, const fs::path& run_dir,
+                                        const fs::path& out);
+
 // Reads gates.jsonl and metrics.jsonl of a run and writes head_removal.csv (one row per gated
 // head in the order heads were removed). Returns the rows as CSV text too.
 std::string write_head_removal_log(const fs::path& run_dir);
