@@ -9,6 +9,10 @@
 #   kd-fix-N-1x   the same with distillation from the unpruned model (prune.distill_weight 0.5,
 #                 temperature 1) in the gated and the recovery steps
 #   kd-N-1x       distillation alone (the mask fixed at step 600 as in recovery-N-1x)
+#   rewind-N-1x   fix-N-1x with prune.rewind: when the mask is fixed the weights go back to the
+#                 baseline's (fresh optimizer, warm-up again), and the remaining steps fine-tune
+#                 them under the gates' mask
+#   kd-rewind-N-1x  the same with distillation 0.5
 # Evaluations: beam 4, all dev and test verses, translations kept; records to
 # experiments/l0-recovery/records/NAME.
 set -euo pipefail
@@ -25,6 +29,8 @@ for name in "$@"; do
     --set prune.target_warmup_steps=300 --set prune.lagrangian_lr=0.05 --set prune.recovery_steps=600)
   case $name in
     fix-*) args+=(--set prune.fix_at_target=true) ;;
+    rewind-*) args+=(--set prune.fix_at_target=true --set prune.rewind=true) ;;
+    kd-rewind-*) args+=(--set prune.fix_at_target=true --set prune.rewind=true --set prune.distill_weight=0.5) ;;
     kd-fix-*) args+=(--set prune.fix_at_target=true --set prune.distill_weight=0.5) ;;
     kd-*) args+=(--set prune.distill_weight=0.5) ;;
     *) echo "unknown variant $name" >&2; exit 2 ;;

@@ -14,16 +14,24 @@ namespace headcount::cli {
 namespace {
 
 struct ReproduceArgs {
-  std::string file, out, profile;
+  std::string file, out, profile, readme;
   int seeds = 0, workers = 1, cores = 0;
   bool dry_run = false, report_only = false;
 };
+
+// The report as the generated section of an experiment README (--readme).
+void write_readme(const ReproduceArgs& a, const sweep::ExperimentSpec& spec) {
+  if (a.readme.empty()) return;
+  sweep::replace_readme_section(a.readme, sweep::readme_section(spec, a.out));
+  std::printf("wrote the generated section of %s\n", a.readme.c_str());
+}
 
 void run_reproduce_command(const ReproduceArgs& a) {
   auto spec = sweep::load_experiment(a.file, a.profile);
   if (a.seeds > 0) spec.seeds = a.seeds;
   if (a.report_only) {
     std::printf("wrote %s\n", sweep::write_seed_report(spec, a.out).c_str());
+    write_readme(a, spec);
     return;
   }
   sweep::ReproduceOptions o;
@@ -40,7 +48,11 @@ void run_reproduce_command(const ReproduceArgs& a) {
            "{} piece(s) failed: {} (their logs are named above; run the same command again to "
            "retry them)",
            r.failed, fmt::join(r.failed_ids, ", "));
-  if (r.interrupted > 0) exit_status() = kExitInterrupted;
+  if (r.interrupted > 0) {
+    exit_status() = kExitInterrupted;
+    return;
+  }
+  write_readme(a, spec);
 }
 
 }  // namespace
@@ -74,6 +86,11 @@ void add_reproduce_command(CLI::App& app) {
   cmd->add_flag("--dry-run", a->dry_run, "Print the plan with its estimates; run nothing");
   cmd->add_flag("--report-only", a->report_only,
                 "Rewrite OUT/results.md from what is there; run nothing");
+  cmd->add_option("--readme", a->readme,
+                  "Also write the report into this README, between its lines \"" +
+                      std::string(sweep::kReadmeBegin) + "\" and \"" + sweep::kReadmeEnd +
+                      "\" (figures the prose cites then come from the records)")
+      ->check(CLI::ExistingFile);
   cmd->callback([a] { run_reproduce_command(*a); });
 }
 

@@ -506,6 +506,9 @@ std::vector<Field> prune_gate_fields() {
                  "the last N of train.max_steps train with the final mask fixed (0 = off)"),
       field<bool>("prune.fix_at_target", "bool", HC_ACCESS(prune.fix_at_target), any<bool>(),
                   "target mode with recovery: fix the mask when E[open heads] reaches the target"),
+      field<bool>("prune.rewind", "bool", HC_ACCESS(prune.rewind), any<bool>(),
+                  "with recovery: when the mask is fixed, restart from prune.init_from's weights "
+                  "(fresh optimizer, warm-up again) and fine-tune them under it"),
       field<double>("prune.distill_weight", "float", HC_ACCESS(prune.distill_weight),
                     range(0.0, 1.0),
                     "weight of distillation from the unpruned model in the objective (0 = off)"),
@@ -870,6 +873,10 @@ Config ConfigLoader::finish() const {
            "steps: it needs prune.target_heads (from {}) and prune.recovery_steps (from {})",
            origin("prune.fix_at_target"), origin("prune.target_heads"),
            origin("prune.recovery_steps"));
+  HC_CHECK(!p.rewind || p.recovery_steps > 0,
+           "prune.rewind (from {}) restarts the weights when the mask is fixed for the recovery "
+           "steps: it needs prune.recovery_steps (from {})",
+           origin("prune.rewind"), origin("prune.recovery_steps"));
   HC_CHECK(p.distill_weight == 0 || p.method == PruneMethod::kL0,
            "prune.distill_weight (from {}) is a setting of the gated fine-tuning (prune.method "
            "l0), but prune.method is {} (from {})",

@@ -76,6 +76,31 @@ void L0Pruning::fix_mask(int64_t step) {
       config_.train.max_steps - step);
 }
 
+void L0Pruning::rewind_weights() {
+  torch::NoGradGuard no_grad;
+  model::Transformer init = teacher_;
+  if (!init) init = run::load_model(run::read_checkpoint_info(*options_.init_from), device_);
+  const auto from_params = init->named_parameters();
+  const auto from_buffers = init->named_buffers();
+  for (auto& p : model_->named_parameters()) p.value().copy_(from_params[p.key()]);
+  for (auto& b : model_->named_buffers()) b.value().copy_(from_buffers[b.key()]);
+  optimizer_reset_ = true;
+  log::info(
+      "step {}: the model's weights are {}'s again (prune.rewind); the optimizer and the "
+      "learning-rate warm-up start afresh for the {} recovery steps",
+      fixed_at_, options_.init_from->string(), config_.train.max_steps - fixed_at_);
+}
+
+bool L0Pruning::take_optimizer_reset() {
+  const bool r = optimizer_reset_;
+  optimizer_reset_ = false;
+  return r;
+}
+
+int64_t L0Pruning::schedule_start() const {
+  return config_.prune.rewind && fixed() ? fixed_at_ : 0;
+}
+
 std::map<std::string, torch::Tensor> L0Pruning::mask_values() {
   return fixed() ? *fixed_values_ : final_values();
 }
@@ -100,6 +125,8 @@ std::vector<train::ParamGroup> L0Pruning::parameter_groups(model::Transformer& m
   gates_ = HeadGates(model_, types, gate_options(config_.prune));
   gates_->to(device);
   device_ = device;
+  HC_CHECK(!config_.prune.rewind || options_.init_from,
+           "prune.rewind needs the unpruned model to go back to (prune.init_from)");
   if (config_.prune.distill_weight > 0) {
     HC_CHECK(options_.init_from,
              "prune.distill_weight needs the unpruned model to distil from (prune.init_from)");
@@ -204,6 +231,7 @@ void L0Pruning::after_step(int64_t step, const train::Regulariser& r) {
   // `step` steps done before this one: the mask is fixed once step + 1 reach fix_step_.
   if (fix_step_ >= 0 && step + 1 >= fix_step_) {
     fix_mask(step + 1);
+    if (config_.prune.rewind) rewind_weights();
     return;
   }
   // prune.fix_at_target: the ramp is over and, after this step's update, E[open] is at or below
@@ -215,6 +243,7 @@ void L0Pruning::after_step(int64_t step, const train::Regulariser& r) {
   if (config_.prune.fix_at_target && step + 1 >= config_.prune.target_warmup_steps &&
       expected_open() <= config_.prune.target_heads) {
     fix_mask(step + 1);
+    if (config_.prune.rewind) rewind_weights();
     return;
   }
   if (config_.prune.target_heads > 0) {

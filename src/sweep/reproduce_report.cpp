@@ -242,9 +242,66 @@ std::string table(const ExperimentSpec& e, const std::vector<Row>& rows, json& n
 
 }  // namespace
 
-std::string write_seed_report(const ExperimentSpec& e, const fs::path& out) {
+namespace {
+
+// Training wall time of a run folder (its summary.json's train_seconds), if it has one. The
+// committed records keep Michel's fine-tuning flattened (compare-ft/michel-finetuned-summary.json).
+std::optional<double> train_seconds(const std::vector<fs::path>& candidates) {
+  std::error_code ec;
+  for (const auto& f : candidates) {
+    if (!fs::exists(f, ec)) continue;
+    const auto j = json::parse(io::read_file(f), nullptr, false);
+    HC_CHECK(!j.is_discarded() && j.is_object(), "{}: not a JSON object", f.string());
+    if (j.contains("train_seconds") && j["train_seconds"].is_number())
+      return j["train_seconds"].get<double>();
+  }
+  return std::nullopt;
+}
+
+// The training time of every row and of each kind, from the runs' summary.json files.
+std::string compute_section(const fs::path& out, const std::vector<Row>& rows, json& numbers) {
+  std::map<std::string, std::pair<int, double>> by_kind;  // kind -> (runs, seconds)
+  std::string md =
+      "\n## Compute\n\nTraining wall time (each run's `summary.json`, `train_seconds`: time "
+      "spent sharing the cores counts; evaluations not included), in minutes, the mean over the "
+      "seeds that have it:\n\n| run | runs | minutes |\n| --- | ---: | ---: |\n";
+  for (const auto& r : rows) {
+    std::vector<double> minutes;
+    for (int seed = 1; seed <= static_cast<int>(r.seeds.size()); ++seed) {
+      const fs::path run = out / fmt::format("seed-{}", seed);
+      const std::string base = r.name.substr(0, r.name.find_first_of(" /"));
+      std::vector<fs::path> files;
+      if (r.kind == "baseline") files = {out / "baseline" / "summary.json"};
+      if (r.kind == "control" || r.kind == "pruned") files = {run / base / "summary.json"};
+      if (r.kind == "scratch") files = {run / base / "scratch" / "summary.json"};
+      if (r.kind == "michel")
+        files = {run / base / "compare-ft" / "michel-finetuned" / "summary.json",
+                 run / base / "compare-ft" / "michel-finetuned-summary.json"};
+      if (const auto t = train_seconds(files)) minutes.push_back(*t / 60);
+    }
+    if (minutes.empty()) continue;
+    const SeedStats m = seed_stats(minutes);
+    auto& k = by_kind[r.kind];
+    k.first += static_cast<int>(minutes.size());
+    k.second += m.mean * 60 * static_cast<double>(minutes.size());
+    numbers[r.name]["train_minutes"] = m.mean;
+    md += fmt::format("| {} | {} | {:.1f} |\n", r.name, minutes.size(), m.mean);
+  }
+  int runs = 0;
+  double total = 0;
+  md += "\n| kind | runs | hours |\n| --- | ---: | ---: |\n";
+  for (const auto& [kind, k] : by_kind) {
+    md += fmt::format("| {} | {} | {:.1f} |\n", kind, k.first, k.second / 3600);
+    runs += k.first;
+    total += k.second;
+  }
+  md += fmt::format("| all | {} | {:.1f} |\n", runs, total / 3600);
+  return md;
+}
+
+std::string seed_report_text(const ExperimentSpec& e, const fs::path& out,
+                             const std::string& shown_out, json& numbers) {
   const auto rows = gather(e, out);
-  json numbers = json::object();
   std::string md = fmt::format("# {}{}: {} seed(s)\n\n", e.file.string(),
                                e.profile.empty() ? "" : ", profile " + e.profile, e.seeds);
   md += fmt::format(
@@ -255,7 +312,7 @@ std::string write_seed_report(const ExperimentSpec& e, const fs::path& out) {
       "compared with) with the two-sided p-value of a paired t test over the seeds. Each seed's "
       "own table, with paired bootstrap p-values over the test sentences: "
       "`seed-S/results.md`.\n\n",
-      e.file.string(), e.profile.empty() ? "" : " --profile " + e.profile, out.string(), e.beam);
+      e.file.string(), e.profile.empty() ? "" : " --profile " + e.profile, shown_out, e.beam);
   md += table(e, rows, numbers);
   md += "\n" + goals_section(e, numbers);
   std::set<std::string> machines;
@@ -270,9 +327,48 @@ std::string write_seed_report(const ExperimentSpec& e, const fs::path& out) {
   md +=
       "\nNo speed is given here: speeds of different machines are not comparable; `headcount "
       "bench decode --compare` measures a pruned model against its baseline in one run.\n";
+  md += compute_section(out, rows, numbers);
+  return md;
+}
+
+}  // namespace
+
+std::string write_seed_report(const ExperimentSpec& e, const fs::path& out) {
+  json numbers = json::object();
+  const std::string md = seed_report_text(e, out, out.string(), numbers);
   io::write_file_atomic(out / "results.md", md);
   io::write_file_atomic(out / "results.json", numbers.dump(2) + "\n");
   return (out / "results.md").string();
+}
+
+std::string readme_section(const ExperimentSpec& e, const fs::path& out) {
+  json numbers = json::object();
+  std::istringstream in(seed_report_text(e, out, "OUT", numbers));
+  std::string section, line;
+  bool title = true;
+  while (std::getline(in, line)) {
+    if (title && line.rfind("# ", 0) == 0) continue;  // the README has its own title
+    if (title && line.empty()) continue;
+    title = false;
+    if (line.rfind("#", 0) == 0) line = "#" + line;
+    section += line + "\n";
+  }
+  return section;
+}
+
+void replace_readme_section(const fs::path& readme, const std::string& section) {
+  const std::string text = io::read_file(readme);
+  const std::string begin = std::string(kReadmeBegin) + "\n", end = std::string(kReadmeEnd);
+  const size_t b = text.find(begin), e = text.find(end);
+  HC_CHECK(b != std::string::npos && e != std::string::npos && b < e,
+           "{}: expected the line\n  {}\nand after it the line\n  {}\naround the generated "
+           "section",
+           readme.string(), kReadmeBegin, kReadmeEnd);
+  HC_CHECK(
+      text.find(begin, b + 1) == std::string::npos && text.find(end, e + 1) == std::string::npos,
+      "{}: the generated section's markers appear more than once", readme.string());
+  const size_t from = b + begin.size();
+  io::write_file_atomic(readme, text.substr(0, from) + "\n" + section + "\n" + text.substr(e));
 }
 
 }  // namespace headcount::sweep

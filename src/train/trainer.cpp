@@ -558,11 +558,15 @@ void Trainer::apply_update(StepStats& s) {
     if (p.grad().defined()) p.grad().div_(static_cast<double>(s.tokens));
   }
   if (t.clip_norm > 0) torch::nn::utils::clip_grad_norm_(params_, t.clip_norm);
-  s.lr = scheduled_lr(t.lr_schedule, state_.step + 1, t.lr, t.warmup_steps, t.warmup_init_lr,
-                      t.max_steps);
+  const int64_t start = extension_ ? extension_->schedule_start() : 0;
+  s.lr = scheduled_lr(t.lr_schedule, state_.step + 1 - start, t.lr, t.warmup_steps,
+                      t.warmup_init_lr, t.max_steps - start);
   set_group_rates(*optimizer_, groups_, s.lr);
   optimizer_->step();
-  if (extension_) extension_->after_step(state_.step, r);
+  if (extension_) {
+    extension_->after_step(state_.step, r);
+    if (extension_->take_optimizer_reset()) optimizer_->state().clear();
+  }
   ++state_.step;
   state_.target_tokens += s.tokens;
 }

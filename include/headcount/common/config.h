@@ -149,6 +149,11 @@ struct PruneConfig {
   // reaches the target after the ramp (at the latest at train.max_steps - recovery_steps), so
   // that the multipliers cannot carry the gates past it and every step after trains the mask.
   bool fix_at_target = false;
+  // With recovery_steps: when the mask is fixed, the model's weights go back to prune.init_from's
+  // (the unpruned model), the optimizer's moments start afresh and train.lr's schedule (its
+  // warm-up) starts again, so that the recovery steps fine-tune the unpruned weights under the
+  // gates' mask, as importance pruning + fine-tuning does; the gated steps then only choose heads.
+  bool rewind = false;
   // Knowledge distillation from the unpruned model (prune.init_from, frozen, eval mode; Hinton
   // et al. 2015, as CoFiPruning): each batch's objective is (1 - w) x cross-entropy + w x T^2 x
   // KL(teacher || student) of the output distributions at temperature T, per target token; in

@@ -37,6 +37,9 @@ class L0Pruning : public train::TrainingExtension {
                                 const PrecisionChoice& precision) override;
   train::Regulariser regulariser(int64_t step) override;
   void after_step(int64_t step, const train::Regulariser& r) override;
+  // prune.rewind: the optimizer restarts once, and train.lr's schedule runs from the fixing point.
+  bool take_optimizer_reset() override;
+  int64_t schedule_start() const override;
   void begin_evaluation() override;
   void evaluation_extras(int64_t step, nlohmann::json& record) override;
   void save(const fs::path& checkpoint) override;
@@ -53,6 +56,9 @@ class L0Pruning : public train::TrainingExtension {
   // final mask instead of gate samples, the regulariser is off and the gates stay where they were
   // (their log_alpha is restored after every step: Adam's momentum would move them on).
   void fix_mask(int64_t step);
+  // prune.rewind, when the mask is fixed during the run: the model's weights become
+  // prune.init_from's again (the gates and their mask stay).
+  void rewind_weights();
   bool fixed() const { return fixed_values_.has_value(); }
   // The values the export takes now: the fixed mask, or final_values().
   std::map<std::string, torch::Tensor> mask_values();
@@ -71,6 +77,7 @@ class L0Pruning : public train::TrainingExtension {
   torch::Device device_ = torch::kCPU;
   std::optional<std::map<std::string, torch::Tensor>> fixed_values_;
   std::vector<torch::Tensor> fixed_log_alpha_;  // per gated layer
+  bool optimizer_reset_ = false;                // prune.rewind: pending for the trainer
 };
 
 // `headcount prune`: a Trainer with L0Pruning.

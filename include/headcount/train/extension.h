@@ -75,6 +75,12 @@ class TrainingExtension {
 
   // After step: called after the optimizer step `step` (0-based) with that step's regulariser.
   virtual void after_step(int64_t step, const Regulariser& r) {}
+  // Asked once after each after_step: true when the optimizer's moments must start afresh (the
+  // extension replaced the weights they were accumulated for).
+  virtual bool take_optimizer_reset() { return false; }
+  // The step from which train.lr's schedule (warm-up, decay) counts: 0, or later when the
+  // extension restarted the training (the schedule then runs over the remaining steps).
+  virtual int64_t schedule_start() const { return 0; }
 
   // Evaluation extras: evaluations run between begin and end; the record of each (metrics.jsonl,
   // event "eval" or "final") gets the extension's fields.
