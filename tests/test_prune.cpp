@@ -329,6 +329,68 @@ TEST(PruneRun, RecoveryTrainsTheWeightsUnderTheFixedFinalMask) {
   EXPECT_NE(e.find("prune.recovery_steps (60, from bad"), std::string::npos) << e;
 }
 
+// prune.rewind: at the fixing point the weights are prune.init_from's again and the learning
+// rate's warm-up starts over; the recovery steps then fine-tune them under the gates' mask.
+TEST(PruneRun, RewindRestartsTheRecoveryFromTheInitWeights) {
+  TempDir dir;
+  Config c = baseline(dir);
+  c.prune.target_heads = 5;
+  c.prune.target_warmup_steps = 20;
+  c.prune.lagrangian_lr = 0.5;
+  c.prune.recovery_steps = 20;  // fixed at step 40 of 60
+  c.prune.rewind = true;
+  c.train.lr_schedule = LrSchedule::kConstant;
+  c.train.log_every = 1;
+  c.train.keep_last = 10;
+  c.train.save_every = 0;
+  run_prune(c, dir / "w");
+  EXPECT_EQ(run::read_checkpoint_info(dir / "w" / "pruned").architecture.total(), 5);
+  // The mask of the recovery is 0/1: the rewound heads are kept at full strength.
+  for (const auto& g : run::read_gates(dir / "w" / "gates.jsonl")) {
+    if (g.step < 40) continue;
+    int kept = 0;
+    for (const auto& h : g.heads) {
+      EXPECT_TRUE(h.gate == 0.0 || h.gate == 1.0) << g.step << " " << h.gate;
+      kept += h.gate == 1.0;
+    }
+    EXPECT_EQ(kept, 5) << g.step;
+  }
+  // The checkpoint of step 40 (saved after the fixing step) holds the init model's weights.
+  auto init = run::load_model(run::read_checkpoint_info(c.prune.init_from), torch::kCPU);
+  auto at_fix = run::load_model(run::read_checkpoint_info(dir / "w" / "checkpoints" / "step-40"),
+                                torch::kCPU);
+  auto at_20 = run::load_model(run::read_checkpoint_info(dir / "w" / "checkpoints" / "step-20"),
+                               torch::kCPU);
+  const auto want = init->named_parameters();
+  for (const auto& p : at_fix->named_parameters())
+    EXPECT_TRUE(torch::equal(p.value(), want[p.key()])) << p.key();
+  EXPECT_FALSE(
+      torch::equal(at_20->encoder_layers[0]->fc1->weight, init->encoder_layers[0]->fc1->weight));
+  // The rate: warm-up from step 1 (10 steps from 1e-7 to 1e-3, linear), constant to step 40,
+  // then the same warm-up again from step 41.
+  auto warm = [&](int64_t k) {
+    return k < 10 ? 1e-7 + (1e-3 - 1e-7) * static_cast<double>(k) / 10.0 : 1e-3;
+  };
+  std::map<int64_t, double> lr;
+  for (const auto& e : events(dir / "w", "train")) lr[e["step"].get<int64_t>()] = e["lr"];
+  ASSERT_TRUE(lr.count(1) && lr.count(40) && lr.count(41) && lr.count(45) && lr.count(60));
+  EXPECT_NEAR(lr[1], warm(1), 1e-12);
+  EXPECT_NEAR(lr[40], 1e-3, 1e-12);
+  EXPECT_NEAR(lr[41], warm(1), 1e-12);
+  EXPECT_NEAR(lr[45], warm(5), 1e-12);
+  EXPECT_NEAR(lr[60], 1e-3, 1e-12);
+  // The weights trained on from there.
+  auto last =
+      run::load_model(run::read_checkpoint_info(dir / "w" / "checkpoints" / "last"), torch::kCPU);
+  EXPECT_FALSE(
+      torch::equal(last->encoder_layers[0]->fc1->weight, init->encoder_layers[0]->fc1->weight));
+  // Rewind needs the recovery steps.
+  Config bad = c;
+  bad.prune.recovery_steps = 0;
+  const std::string e = load_error(bad);
+  EXPECT_NE(e.find("prune.rewind (from bad"), std::string::npos) << e;
+}
+
 TEST(PruneRun, FixAtTargetFixesTheMaskWhenTheExpectedCountReachesTheTarget) {
   TempDir dir;
   Config c = baseline(dir);

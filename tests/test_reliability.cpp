@@ -205,6 +205,12 @@ TEST(Reliability, PruneKilledInEveryWindowOfASaveEndsAsAnUninterruptedRun) {
   save_config(c, dir / "fix.yaml");
   const TempDir fix;
   kill_at_every_window_and_resume(fix, "prune", dir / "fix.yaml");
+  // And with the weights rewound to the init model's when the mask is fixed (a fresh optimizer,
+  // the warm-up again).
+  c.prune.rewind = true;
+  save_config(c, dir / "rewind.yaml");
+  const TempDir rewind;
+  kill_at_every_window_and_resume(rewind, "prune", dir / "rewind.yaml");
 }
 
 // A kill after `last` but before `best`: the resumed run repairs `best` (and step-N) from `last`

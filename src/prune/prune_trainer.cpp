@@ -64,6 +64,11 @@ void L0Pruning::fix_mask(int64_t step) {
   torch::NoGradGuard no_grad;
   fixed_at_ = step;
   fixed_values_ = final_values();
+  // prune.rewind: the weights the mask applies to are the unpruned model's, trained with every head
+  // at full strength, so a kept head is kept at 1 (the gates' fractional eval values, up to which
+  // the gated weights had co-adapted, would scale the rewound heads down).
+  if (config_.prune.rewind)
+    for (auto& [key, v] : *fixed_values_) v = v.gt(0).to(v.scalar_type());
   fixed_log_alpha_.clear();
   for (const auto& l : gates_->layers()) fixed_log_alpha_.push_back(l.gate->log_alpha.clone());
   int64_t kept = 0;
