@@ -81,6 +81,11 @@ void L0Pruning::fix_mask(int64_t step) {
       config_.train.max_steps - step);
 }
 
+void L0Pruning::fix_during_run(int64_t step) {
+  fix_mask(step);
+  if (config_.prune.rewind) rewind_weights();
+}
+
 void L0Pruning::rewind_weights() {
   torch::NoGradGuard no_grad;
   model::Transformer init = teacher_;
@@ -235,8 +240,7 @@ void L0Pruning::after_step(int64_t step, const train::Regulariser& r) {
   }
   // `step` steps done before this one: the mask is fixed once step + 1 reach fix_step_.
   if (fix_step_ >= 0 && step + 1 >= fix_step_) {
-    fix_mask(step + 1);
-    if (config_.prune.rewind) rewind_weights();
+    fix_during_run(step + 1);
     return;
   }
   // prune.fix_at_target: the ramp is over and, after this step's update, E[open] is at or below
@@ -247,8 +251,7 @@ void L0Pruning::after_step(int64_t step, const train::Regulariser& r) {
   };
   if (config_.prune.fix_at_target && step + 1 >= config_.prune.target_warmup_steps &&
       expected_open() <= config_.prune.target_heads) {
-    fix_mask(step + 1);
-    if (config_.prune.rewind) rewind_weights();
+    fix_during_run(step + 1);
     return;
   }
   if (config_.prune.target_heads > 0) {

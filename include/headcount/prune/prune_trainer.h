@@ -59,6 +59,8 @@ class L0Pruning : public train::TrainingExtension {
   // prune.rewind, when the mask is fixed during the run: the model's weights become
   // prune.init_from's again (the gates and their mask stay).
   void rewind_weights();
+  // The mask fixed by a step of this run (not by a resume): fix_mask, then the rewind if asked.
+  void fix_during_run(int64_t step);
   bool fixed() const { return fixed_values_.has_value(); }
   // The values the export takes now: the fixed mask, or final_values().
   std::map<std::string, torch::Tensor> mask_values();
