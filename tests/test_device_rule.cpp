@@ -295,5 +295,30 @@ TEST(DeviceRule, SourcesPlaceEveryTensorOnTheModelsDevice) {
       << describe(all);
 }
 
+// The build rule of the official LibTorch (issue #40): its include folder ships an fmt (11 and
+// later) in which fmt::join lives in <fmt/ranges.h> alone, so a file that uses it without that
+// include compiles against Debian's fmt 9 here and fails only on a GPU machine.
+TEST(BuildRule, EveryFmtJoinUserIncludesFmtRanges) {
+  std::vector<std::string> missing;
+  int users = 0;
+  for (const char* top : {"src", "include", "tests"}) {
+    for (const auto& e : fs::recursive_directory_iterator(testing::source_dir() / top)) {
+      const auto ext = e.path().extension();
+      if (!e.is_regular_file() || (ext != ".cpp" && ext != ".h")) continue;
+      std::ifstream in(e.path(), std::ios::binary);
+      std::stringstream text;
+      text << in.rdbuf();
+      const std::string src = text.str();
+      if (src.find(std::string("fmt::") + "join(") == std::string::npos) continue;
+      ++users;
+      if (src.find("#include <fmt/ranges.h>") == std::string::npos)
+        missing.push_back(fs::relative(e.path(), testing::source_dir()).generic_string());
+    }
+  }
+  EXPECT_GE(users, 5) << "no fmt::join found under " << testing::source_dir().string();
+  EXPECT_TRUE(missing.empty()) << "fmt::join without #include <fmt/ranges.h>: "
+                               << ::testing::PrintToString(missing);
+}
+
 }  // namespace
 }  // namespace headcount

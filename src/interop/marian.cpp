@@ -1,5 +1,7 @@
 #include "headcount/interop/marian.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <torch/serialize.h>
 #include <torch/torch.h>
 

@@ -1,5 +1,6 @@
 // The experiment file of `headcount reproduce` and the plan made from it.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
