@@ -273,6 +273,28 @@ TEST(Loss, Bf16LogitsTakeTheBlockedPathWithTheSameLossAndGradient) {
   }
 }
 
+TEST(Loss, BlocksAreCacheSizedOnTheCpuAndOneWholeBlockOnAGpu) {
+  // 2^19 fp32 values a block on the CPU: 65 rows of an 8,000-piece vocabulary (2 MB).
+  EXPECT_EQ(model::default_loss_block_rows(torch::Device(torch::kCPU), 8192, 8000), 65);
+  EXPECT_EQ(model::default_loss_block_rows(torch::Device(torch::kCPU), 8192, 1 << 20), 1);
+  // On a GPU every row in one block (the devices are only named here: nothing is allocated).
+  EXPECT_EQ(model::default_loss_block_rows(torch::Device(torch::kCUDA, 0), 8192, 8000), 8192);
+  EXPECT_EQ(model::default_loss_block_rows(torch::Device(torch::kCUDA, 1), 0, 8000), 1);
+  // One whole block gives the blocked path's loss and gradient (bf16 logits, on the CPU).
+  torch::manual_seed(3);
+  const int64_t V = 11;
+  const auto target = torch::tensor({{2, 5, data::kPadId}, {9, 1, 4}}).to(torch::kInt64);
+  const auto base = (torch::randn({2, 3, V}) * 2).to(torch::kBFloat16);
+  auto whole_in = base.clone().requires_grad_(true);
+  auto blocked_in = base.clone().requires_grad_(true);
+  const auto whole = model::label_smoothed_loss(whole_in, target, 0.1, 6);
+  const auto blocked = model::label_smoothed_loss(blocked_in, target, 0.1, 1);
+  whole.loss.backward();
+  blocked.loss.backward();
+  EXPECT_NEAR(whole.loss.item<double>(), blocked.loss.item<double>(), 1e-5);
+  EXPECT_TRUE(torch::equal(whole_in.grad(), blocked_in.grad()));
+}
+
 TEST(Training, TinyModelLearnsToTranslateItsTrainingSentences) {
   TempDir dir;
   Config c = tiny_run_config(dir, 8);

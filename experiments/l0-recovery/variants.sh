@@ -13,6 +13,8 @@
 #                 baseline's (fresh optimizer, warm-up again), and the remaining steps fine-tune
 #                 them under the gates' mask
 #   kd-rewind-N-1x  the same with distillation 0.5
+#   rw150-N-1x    rewind-N-1x with a target ramp of 150 steps (prune.target_warmup_steps), so that
+#                 the mask is fixed earlier and the rewound weights keep more fine-tuning steps
 # Evaluations: beam 4, all dev and test verses, translations kept; records to
 # experiments/l0-recovery/records/NAME.
 set -euo pipefail
@@ -24,12 +26,14 @@ cd "$(dirname "$0")/../.."
 base=experiments/voita-table-cpu/baseline
 records=experiments/l0-recovery/records
 for name in "$@"; do
-  n=$(echo "$name" | grep -oE '[0-9]+' | head -1)
+  n=$(echo "$name" | sed -E 's/.*-([0-9]+)-[0-9]+x$/\1/')
+  ramp=300
+  case $name in rw150-*) ramp=150 ;; esac
   args=(--set train.max_steps=1200 --set train.eval_every=200 --set prune.target_heads=$n
-    --set prune.target_warmup_steps=300 --set prune.lagrangian_lr=0.05 --set prune.recovery_steps=600)
+    --set prune.target_warmup_steps=$ramp --set prune.lagrangian_lr=0.05 --set prune.recovery_steps=600)
   case $name in
     fix-*) args+=(--set prune.fix_at_target=true) ;;
-    rewind-*) args+=(--set prune.fix_at_target=true --set prune.rewind=true) ;;
+    rewind-* | rw150-*) args+=(--set prune.fix_at_target=true --set prune.rewind=true) ;;
     kd-rewind-*) args+=(--set prune.fix_at_target=true --set prune.rewind=true --set prune.distill_weight=0.5) ;;
     kd-fix-*) args+=(--set prune.fix_at_target=true --set prune.distill_weight=0.5) ;;
     kd-*) args+=(--set prune.distill_weight=0.5) ;;

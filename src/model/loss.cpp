@@ -121,12 +121,18 @@ struct BlockedSmoothedCrossEntropyFn : torch::autograd::Function<BlockedSmoothed
 
 }  // namespace
 
+int64_t default_loss_block_rows(const torch::Device& device, int64_t rows, int64_t vocab) {
+  if (!device.is_cpu()) return std::max<int64_t>(1, rows);
+  return std::max<int64_t>(1, (int64_t{1} << 19) / std::max<int64_t>(1, vocab));
+}
+
 LossSums label_smoothed_loss(const torch::Tensor& logits, const torch::Tensor& target,
                              double epsilon, int64_t rows_per_block) {
   const int64_t V = logits.size(-1);
   const bool low_precision =
       logits.scalar_type() == torch::kBFloat16 || logits.scalar_type() == torch::kHalf;
-  if (rows_per_block <= 0) rows_per_block = std::max<int64_t>(1, (int64_t{1} << 19) / V);
+  if (rows_per_block <= 0)
+    rows_per_block = default_loss_block_rows(logits.device(), logits.numel() / V, V);
   const auto out =
       low_precision
           ? BlockedSmoothedCrossEntropyFn::apply(logits.reshape({-1, V}), target.reshape({-1}),
