@@ -6,9 +6,10 @@
 #   bash scripts/gpu_deps.sh [OUT]        # default build-gpu-deps/ and build-gpu-deps.tar.xz
 #
 # It holds Debian 12's development packages of yaml-cpp, fmt, nlohmann-json, CLI11, GoogleTest,
-# Eigen and ICU (its common library and data) unpacked under OUT/usr (no static libraries but
-# GoogleTest's, no docs), and the static SentencePiece of scripts/build_sentencepiece.sh (with its
-# own protobuf-lite: no protobuf package is needed) under OUT/sentencepiece, and the Bible corpus
+# Eigen, minizip (with zlib's headers) and ICU (its common library and data) unpacked under
+# OUT/usr (no static libraries but GoogleTest's, no docs), and the static SentencePiece of
+# scripts/build_sentencepiece.sh (with its own protobuf-lite: no protobuf package is needed) under
+# OUT/sentencepiece, and the Bible corpus
 # (data/bible, built here first if missing) under OUT/data/bible. The official LibTorch
 # brings its own fmt, which the build uses header-only; Debian's fmt is there for
 # -DHEADCOUNT_FMT=system. The checkout (~51 MB) and the archive (~11 MB) fit the device tool's
@@ -17,7 +18,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-build-gpu-deps}
 packages=(libyaml-cpp-dev libyaml-cpp0.7 libfmt-dev libfmt9 nlohmann-json3-dev libcli11-dev
-  libgtest-dev libeigen3-dev libicu-dev libicu72)
+  libgtest-dev libeigen3-dev libicu-dev libicu72 libminizip-dev libminizip1 zlib1g-dev)
 bash scripts/build_sentencepiece.sh "${HEADCOUNT_SENTENCEPIECE_PREFIX:-/opt/headcount-deps/sentencepiece}"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

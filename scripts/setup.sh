@@ -13,7 +13,7 @@ as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 packages=(
   build-essential cmake ninja-build ccache pkg-config patch dpkg-dev
   libtorch-dev libopenblas0-pthread libyaml-cpp-dev libfmt-dev libeigen3-dev libgtest-dev
-  libcli11-dev nlohmann-json3-dev libicu-dev libprotobuf-dev protobuf-compiler libgloo-dev
+  libcli11-dev nlohmann-json3-dev libicu-dev libminizip-dev libprotobuf-dev protobuf-compiler libgloo-dev
   libsword-utils sword-text-sparv sword-text-web sword-text-kjv gnuplot-nox python3-regex python3-torch
 )
 missing=()

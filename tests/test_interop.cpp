@@ -4,12 +4,16 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <minizip/unzip.h>
+#include <minizip/zip.h>
+
 #include <nlohmann/json.hpp>
 
 #include "headcount/analysis/relevance.h"
 #include "headcount/data/vocab.h"
 #include "headcount/decode/search.h"
 #include "headcount/interop/marian.h"
+#include "headcount/interop/npz.h"
 #include "headcount/model/safetensors.h"
 #include "headcount/model/transformer.h"
 #include "headcount/prune/export.h"
@@ -381,6 +385,258 @@ TEST(MarianImport, RelevanceRefusesNonReluModels) {
     analysis::propagate_relevance(*m, torch::tensor({5, 6, 3}), torch::tensor({2, 7}), 1e-6);
   });
   EXPECT_NE(e.find("model.activation is swish"), std::string::npos) << e;
+}
+
+// --- NumPy .npz (Marian's checkpoint format) -----------------------------------------------------
+
+// tests/data/npz: the same arrays stored and deflated by numpy, described in arrays.json.
+TEST(Npz, ReadsEveryDtypeStoredAndDeflatedAsNumpyWroteThem) {
+  const fs::path dir = testing::test_data("npz");
+  const json want = json::parse(io::read_file(dir / "arrays.json"));
+  const std::map<std::string, torch::ScalarType> dtypes = {
+      {"<f4", torch::kFloat32}, {"<f8", torch::kFloat64}, {"<f2", torch::kHalf},
+      {"|i1", torch::kInt8},    {"|u1", torch::kByte},    {"<i8", torch::kInt64}};
+  for (const char* file : {"arrays.npz", "arrays-compressed.npz"}) {
+    const auto got = interop::read_npz(dir / file);
+    ASSERT_EQ(got.size(), want.size()) << file;
+    for (const auto& [name, w] : want.items()) {
+      ASSERT_TRUE(got.count(name)) << file << " " << name;
+      const auto& t = got.at(name);
+      EXPECT_EQ(t.scalar_type(), dtypes.at(w["dtype"].get<std::string>())) << name;
+      EXPECT_EQ(t.sizes().vec(), w["shape"].get<std::vector<int64_t>>()) << name;
+      EXPECT_TRUE(t.is_contiguous()) << name;
+      // Values in C order, as numpy's ravel gives them (Fortran-ordered data transposed back).
+      const auto values = w["values"].get<std::vector<double>>();
+      const auto flat = t.to(torch::kFloat64).reshape({-1});
+      ASSERT_EQ(flat.numel(), static_cast<int64_t>(values.size())) << name;
+      for (size_t i = 0; i < values.size(); ++i)
+        EXPECT_EQ(flat[static_cast<int64_t>(i)].item<double>(), values[i]) << name << " " << i;
+    }
+  }
+}
+
+TEST(Npz, RefusesBigEndianTruncatedAndForeignFiles) {
+  TempDir dir;
+  const fs::path npz = testing::test_data("npz");
+  auto has = [](const std::string& e, const std::string& what) {
+    return e.find(what) != std::string::npos;
+  };
+  std::string e = testing::error_of([&] { interop::read_npz(npz / "big-endian.npz"); });
+  EXPECT_TRUE(has(e, "big-endian.npz: swapped.npy: dtype '>f4' is big-endian")) << e;
+  const std::string bytes = io::read_file(npz / "arrays.npz");
+  io::write_file_atomic(dir / "cut.npz", bytes.substr(0, bytes.size() / 2));
+  e = testing::error_of([&] { interop::read_npz(dir / "cut.npz"); });
+  EXPECT_TRUE(has(e, "cut.npz")) << e;
+  io::write_file_atomic(dir / "text.npz", "not a zip\n");
+  e = testing::error_of([&] { interop::read_npz(dir / "text.npz"); });
+  EXPECT_TRUE(has(e, "text.npz: not a zip archive")) << e;
+  e = testing::error_of([&] { interop::read_npz(dir / "absent.npz"); });
+  EXPECT_TRUE(has(e, "absent.npz: no such file")) << e;
+  // .npy headers by hand: version 1, '<f4', shape (2,), and 8 bytes of data.
+  auto npy = [](const std::string& dict, size_t data_bytes) {
+    std::string h = dict;
+    while ((10 + h.size() + 1) % 64 != 0) h += ' ';
+    h += '\n';
+    std::string b = std::string("\x93NUMPY\x01\x00", 8);
+    b += static_cast<char>(h.size() & 0xff);
+    b += static_cast<char>(h.size() >> 8);
+    return b + h + std::string(data_bytes, '\0');
+  };
+  const auto ok =
+      interop::parse_npy(npy("{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }", 8), "x");
+  EXPECT_EQ(ok.sizes().vec(), (std::vector<int64_t>{2}));
+  e = testing::error_of([&] {
+    interop::parse_npy(npy("{'descr': '<f4', 'fortran_order': False, 'shape': (3,), }", 8), "x");
+  });
+  EXPECT_TRUE(has(e, "x: shape (3,) of '<f4' needs 12 bytes of data, the file holds 8")) << e;
+  e = testing::error_of([&] {
+    interop::parse_npy(npy("{'descr': '<c8', 'fortran_order': False, 'shape': (1,), }", 8), "x");
+  });
+  EXPECT_TRUE(has(e, "x: dtype '<c8' is not one headcount reads")) << e;
+  e = testing::error_of([&] { interop::parse_npy("PK\x03\x04 not npy", "x"); });
+  EXPECT_TRUE(has(e, "x: not a .npy array")) << e;
+}
+
+// --- Marian's native layout (model.npz, vocab.yml, decoder.yml) ----------------------------------
+
+// tests/data/marian-tiny-npz: marian-tiny in Marian's layout, with reference outputs of the model
+// HF's converter makes of it (a zero <pad> row; tests/reference/marian_npz_reference.py).
+const json& npz_reference() {
+  static const json r =
+      json::parse(io::read_file(testing::test_data("marian-tiny-npz") / "reference.json"));
+  return r;
+}
+
+const fs::path& imported_npz() {
+  static TempDir dir;
+  static const fs::path out = [] {
+    const fs::path p = dir.path() / "ckpt";
+    interop::import_marian(testing::test_data("marian-tiny-npz"), p);
+    return p;
+  }();
+  return out;
+}
+
+TEST(MarianNativeImport, LogitsAndGreedyDecodesMatchTheReference) {
+  auto m = load(imported_npz());
+  EXPECT_EQ(m->architecture().summary(), "8/8/8");
+  EXPECT_EQ(m->config().activation, Activation::kSwish);
+  torch::NoGradGuard ng;
+  double worst = 0;
+  const int64_t steps = npz_reference()["greedy_max_new_tokens"].get<int64_t>();
+  for (const auto& c : npz_reference()["cases"]) {
+    const auto src = row(to_headcount(c["input_ids"]));
+    const auto logits = m->forward(src, row(to_headcount(c["decoder_input_ids"])));
+    const auto diff = (marian_order(logits[0]) - tensor_of(c["logits"])).abs().max().item<double>();
+    EXPECT_LT(diff, 1e-4) << c["source"];
+    worst = std::max(worst, diff);
+    decode::TransformerStepper stepper(m, src, 1);
+    const auto hyp = decode::greedy_search(stepper, {steps});
+    auto want = to_headcount(c["greedy"]["output_ids"]);
+    want.erase(want.begin());
+    if (c["greedy"]["stopped_at_eos"].get<bool>()) want.pop_back();
+    EXPECT_EQ(hyp[0].tokens, want) << c["source"];
+  }
+  std::printf("Marian .npz import: max |logit - reference| over the cases: %.3g\n", worst);
+  // The same tokenisation as the HF folder's import (the same SentencePiece models and pieces).
+  const auto a = run::read_checkpoint_info(imported_npz());
+  const auto b = run::read_checkpoint_info(imported());
+  EXPECT_EQ(data::Vocab::load(a.vocab.src_model).encode("Y dijo Dios: “luz”."),
+            data::Vocab::load(b.vocab.src_model).encode("Y dijo Dios: “luz”."));
+}
+
+TEST(MarianNativeImport, ExportsToTheHuggingFaceLayoutAsTheirConverterDoes) {
+  TempDir dir;
+  const auto r =
+      interop::export_marian(imported_npz(), dir.path() / "hf", interop::ExportMode::kCompatible);
+  EXPECT_EQ(r.max_abs_logit_diff, 0.0);
+  // The folder HF's convert_marian_to_pytorch.py would write: marian-tiny's config.json values
+  // (but max_position_embeddings, 512 as in OPUS-MT's configs), its vocab.json, and its tensors
+  // with the <pad> row and bias entry zero.
+  const fs::path tiny = testing::test_data("marian-tiny");
+  const auto config = json::parse(io::read_file(dir.path() / "hf" / "config.json"));
+  const auto want = json::parse(io::read_file(tiny / "config.json"));
+  for (const char* key :
+       {"vocab_size", "decoder_vocab_size", "d_model", "encoder_layers", "decoder_layers",
+        "encoder_attention_heads", "decoder_attention_heads", "encoder_ffn_dim", "decoder_ffn_dim",
+        "activation_function", "pad_token_id", "eos_token_id", "decoder_start_token_id",
+        "scale_embedding", "share_encoder_decoder_embeddings", "bad_words_ids"})
+    EXPECT_EQ(config.at(key), want.at(key)) << key;
+  EXPECT_EQ(config.at("max_position_embeddings"), 512);
+  EXPECT_EQ(json::parse(io::read_file(dir.path() / "hf" / "vocab.json")),
+            json::parse(io::read_file(tiny / "vocab.json")));
+  auto orig = tensors(tiny);
+  orig.at("model.shared.weight")[121].zero_();
+  orig.at("final_logits_bias")[0][121].zero_();
+  const auto back = tensors(dir.path() / "hf");
+  ASSERT_EQ(orig.size(), back.size());
+  for (const auto& [name, t] : orig) {
+    ASSERT_TRUE(back.count(name)) << name;
+    EXPECT_TRUE(torch::equal(back.at(name), t)) << name;
+  }
+}
+
+// A copy of the model.npz with special:model.yml replaced by `yml` (a zip written with minizip).
+void rewrite_model_yml(const fs::path& npz, const std::string& yml) {
+  std::map<std::string, std::string> members;
+  unzFile in = unzOpen64(npz.string().c_str());
+  ASSERT_NE(in, nullptr);
+  for (int rc = unzGoToFirstFile(in); rc == UNZ_OK; rc = unzGoToNextFile(in)) {
+    unz_file_info64 info;
+    char name[256];
+    unzGetCurrentFileInfo64(in, &info, name, sizeof(name), nullptr, 0, nullptr, 0);
+    std::string bytes(info.uncompressed_size, '\0');
+    unzOpenCurrentFile(in);
+    unzReadCurrentFile(in, bytes.data(), static_cast<unsigned>(bytes.size()));
+    unzCloseCurrentFile(in);
+    members[name] = bytes;
+  }
+  unzClose(in);
+  std::string h = "{'descr': '|i1', 'fortran_order': False, 'shape': (" +
+                  std::to_string(yml.size() + 1) + ",), }";
+  while ((10 + h.size() + 1) % 64 != 0) h += ' ';
+  h += '\n';
+  members["special:model.yml.npy"] =
+      std::string("\x93NUMPY\x01\x00", 8) + static_cast<char>(h.size() & 0xff) +
+      static_cast<char>(h.size() >> 8) + h + yml + std::string(1, '\0');
+  zipFile out = zipOpen64(npz.string().c_str(), APPEND_STATUS_CREATE);
+  ASSERT_NE(out, nullptr);
+  for (const auto& [name, bytes] : members) {
+    zipOpenNewFileInZip64(out, name.c_str(), nullptr, nullptr, 0, nullptr, 0, nullptr, 0, 0, 0);
+    zipWriteInFileInZip(out, bytes.data(), static_cast<unsigned>(bytes.size()));
+    zipCloseFileInZip(out);
+  }
+  zipClose(out, nullptr);
+}
+
+TEST(MarianNativeImport, MalformedFoldersAreClearErrors) {
+  TempDir dir;
+  const fs::path src = testing::test_data("marian-tiny-npz");
+  const std::string yml = [&] {
+    const auto npz = interop::read_npz(src / "model.npz");
+    const auto t = npz.at("special:model.yml");
+    return std::string(reinterpret_cast<const char*>(t.data_ptr()),
+                       static_cast<size_t>(t.numel() - 1));
+  }();
+  auto error = [&](const std::function<void(const fs::path&)>& edit) {
+    const fs::path f = dir.path() / "broken";
+    fs::remove_all(f);
+    fs::copy(src, f);
+    edit(f);
+    fs::remove_all(dir.path() / "out");
+    return testing::error_of([&] { interop::import_marian(f, dir.path() / "out"); });
+  };
+  auto has = [](const std::string& e, const std::string& what) {
+    return e.find(what) != std::string::npos;
+  };
+  auto replace = [&](const std::string& from, const std::string& to) {
+    return [&, from, to](const fs::path& f) {
+      std::string y = yml;
+      const auto at = y.find(from);
+      ASSERT_NE(at, std::string::npos) << from;
+      y.replace(at, from.size(), to);
+      rewrite_model_yml(f / "model.npz", y);
+    };
+  };
+  // The rewritten archive itself imports (the helper is sound).
+  EXPECT_EQ(error(replace("dim-emb: 16", "dim-emb: 16")), "(no error)");
+  std::string e = error([](const fs::path& f) { fs::remove(f / "vocab.yml"); });
+  EXPECT_TRUE(has(e, "vocab.yml: missing")) << e;
+  e = error([](const fs::path& f) {
+    io::write_file_atomic(f / "decoder.yml", "models: [model.npz]\nvocabs: [a.yml, b.yml]\n");
+  });
+  EXPECT_TRUE(has(e, "decoder.yml: separate source and target vocabularies")) << e;
+  e = error([](const fs::path& f) {
+    fs::remove(f / "decoder.yml");
+    fs::copy_file(f / "model.npz", f / "other.npz");
+  });
+  EXPECT_TRUE(has(e, "2 *.npz files and no decoder.yml")) << e;
+  e = error(replace("transformer-preprocess: \"\"", "transformer-preprocess: n"));
+  EXPECT_TRUE(has(e, "model.npz: special:model.yml: \"transformer-preprocess\" is \"n\"")) << e;
+  e = error(replace("transformer-ffn-activation: swish", "transformer-ffn-activation: tanh"));
+  EXPECT_TRUE(has(e, "\"transformer-ffn-activation\" is \"tanh\"")) << e;
+  e = error(replace("transformer-dim-ffn: 32", "transformer-dim-ffn: 48"));
+  EXPECT_TRUE(has(e, "model.npz: encoder_l1_ffn_W1 has shape [16, 32], model.yml gives [16, 48]"))
+      << e;
+  e = error(replace("tied-embeddings-all: true", "tied-embeddings-all: false"));
+  EXPECT_TRUE(has(e, "tied-embeddings-src false")) << e;
+  e = error([](const fs::path& f) {
+    std::string v = io::read_file(f / "vocab.yml");
+    v.erase(v.find("\"<unk>\": 1\n"), 11);
+    io::write_file_atomic(f / "vocab.yml", v);
+  });
+  EXPECT_TRUE(has(e, "vocab.yml")) << e;
+  e = error([](const fs::path& f) {
+    io::write_file_atomic(f / "vocab.yml", io::read_file(f / "vocab.yml") + "\"x\": 7\n");
+  });
+  EXPECT_TRUE(has(e, "id 7 is given to two pieces")) << e;
+  e = error([](const fs::path& f) { io::write_file_atomic(f / "model.npz", "PK"); });
+  EXPECT_TRUE(has(e, "model.npz: not a zip archive")) << e;
+  e = error([](const fs::path& f) {
+    fs::remove(f / "decoder.yml");
+    fs::remove(f / "model.npz");
+  });
+  EXPECT_TRUE(has(e, "neither a Hugging Face MarianMT folder")) << e;
 }
 
 }  // namespace

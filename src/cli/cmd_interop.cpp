@@ -1,4 +1,4 @@
-// headcount import / export: Hugging Face MarianMT folders (OPUS-MT) in and out.
+// headcount import / export: MarianMT models (OPUS-MT) in and out.
 #include <cstdio>
 
 #include "commands.h"
@@ -11,10 +11,12 @@ void add_import_command(CLI::App& app) {
   auto out = std::make_shared<std::string>();
   auto* cmd = app.add_subcommand(
       "import",
-      "Turn a Hugging Face MarianMT folder (an OPUS-MT model: config.json, model.safetensors or "
-      "pytorch_model.bin, source.spm, target.spm, vocab.json) into a headcount checkpoint that "
-      "every command takes (eval, translate, prune, analyze, bench decode)");
-  cmd->add_option("folder", *folder, "The MarianMT folder")->required();
+      "Turn a MarianMT model into a headcount checkpoint that every command takes (eval, "
+      "translate, prune, analyze, bench decode): a Hugging Face folder (config.json, "
+      "model.safetensors or pytorch_model.bin, source.spm, target.spm, vocab.json) or Marian's "
+      "own layout as OPUS-MT releases it (the .npz and vocab.yml that decoder.yml names, "
+      "source.spm, target.spm)");
+  cmd->add_option("folder", *folder, "The model's folder")->required();
   cmd->add_option("--out", *out, "New checkpoint folder")->required()->check(output_folder());
   cmd->callback([folder, out] {
     const auto r = interop::import_marian(*folder, *out);

@@ -17,6 +17,7 @@
 #include "headcount/model/safetensors.h"
 #include "headcount/model/transformer.h"
 #include "headcount/run/checkpoint.h"
+#include "interop/marian_source.h"
 
 namespace headcount::interop {
 
@@ -113,10 +114,9 @@ model::Architecture native_heads(const json& j, const fs::path& file, const Mode
   return a;
 }
 
-MarianConfig read_config(const fs::path& folder) {
-  const fs::path file = folder / "config.json";
+MarianConfig read_config(const json& original, const fs::path& file) {
   MarianConfig c;
-  c.original = read_json_file(file);
+  c.original = original;
   const json& j = c.original;
   HC_CHECK(j.is_object(), "{}: expected a JSON object", file.string());
   const auto type = value<std::string>(j, "model_type", file, std::string("marian"));
@@ -352,29 +352,56 @@ void require_file(const fs::path& f) {
            f.string());
 }
 
+// A Hugging Face folder: its configuration and file names (the vocabulary and the weights are
+// read once the configuration is checked).
+MarianSource hf_source(const fs::path& folder) {
+  for (const char* name : {"config.json", "vocab.json", "source.spm", "target.spm"})
+    require_file(folder / name);
+  MarianSource s;
+  s.layout = "hf";
+  s.config_file = folder / "config.json";
+  s.config = read_json_file(s.config_file);
+  s.vocab_file = folder / "vocab.json";
+  s.source_spm = folder / "source.spm";
+  s.target_spm = folder / "target.spm";
+  std::error_code ec;
+  if (fs::exists(folder / "tokenizer_config.json", ec))
+    s.tokenizer_config = read_json_file(folder / "tokenizer_config.json");
+  return s;
+}
+
 }  // namespace
 
 ImportResult import_marian(const fs::path& folder, const fs::path& out) {
   std::error_code ec;
   HC_CHECK(fs::is_directory(folder, ec), "{}: not a folder", folder.string());
-  for (const char* name : {"config.json", "vocab.json", "source.spm", "target.spm"})
-    require_file(folder / name);
   HC_CHECK(!fs::exists(out, ec) || fs::is_empty(out, ec),
            "{} exists and is not empty: refusing to overwrite it", out.string());
-  const MarianConfig c = read_config(folder);
-  const auto marian_pieces = read_vocab_json(folder / "vocab.json", c.vocab_size);
+  const bool native = is_marian_native_folder(folder);
+  HC_CHECK(native || fs::exists(folder / "config.json", ec),
+           "{}: neither a Hugging Face MarianMT folder (config.json, model.safetensors or "
+           "pytorch_model.bin, source.spm, target.spm, vocab.json) nor Marian's own layout (a "
+           ".npz model with its vocab.yml, source.spm, target.spm, usually decoder.yml)",
+           folder.string());
+  MarianSource s = native ? read_marian_native(folder) : hf_source(folder);
+  const MarianConfig c = read_config(s.config, s.config_file);
+  if (s.pieces.empty()) s.pieces = read_vocab_json(s.vocab_file, c.vocab_size);
+  HC_CHECK(static_cast<int64_t>(s.pieces.size()) == c.vocab_size,
+           "{}: {} pieces, but the model's vocab_size is {}", s.vocab_file.string(),
+           s.pieces.size(), c.vocab_size);
+  const auto& marian_pieces = s.pieces;
   int64_t unk = -1;
   for (int64_t i = 0; i < c.vocab_size; ++i)
     if (marian_pieces[i] == "<unk>") unk = i;
-  HC_CHECK(unk >= 0, "{}: no \"<unk>\" piece", (folder / "vocab.json").string());
+  HC_CHECK(unk >= 0, "{}: no \"<unk>\" piece", s.vocab_file.string());
   const auto ids = MarianIds::make(c.vocab_size, c.pad, c.eos, unk);
   // The piece list in headcount's order; row 0 (headcount's pad) is a name no text produces.
   std::vector<std::string> pieces(ids.size + 1);
   pieces[0] = "<headcount:pad>";
   for (int64_t i = 0; i < ids.size; ++i) pieces[ids.to_headcount[i]] = marian_pieces[i];
-  fs::path weights_file;
-  auto tensors = read_weights(folder, &weights_file);
-  Weights w(std::move(tensors), weights_file);
+  if (s.tensors.empty()) s.tensors = read_weights(folder, &s.weights_file);
+  const fs::path weights_file = s.weights_file;
+  Weights w(std::move(s.tensors), weights_file);
   const int64_t V = ids.size + 1;
   model::Transformer m(c.model, c.arch, V, V);
   fill_model(*m, w, c, ids);
@@ -396,18 +423,18 @@ ImportResult import_marian(const fs::path& folder, const fs::path& out) {
   // (fine-tuned, pruned), for the export.
   json record = {
       {"folder", fs::absolute(folder).lexically_normal().string()},
+      {"layout", s.layout},
       {"weights", weights_file.filename().string()},
       {"weights_fnv1a", io::hex64(io::hash_file(weights_file))},
       {"marian_ids", {{"size", ids.size}, {"pad", ids.pad}, {"eos", ids.eos}, {"unk", ids.unk}}},
       {"config_json", c.original}};
-  if (fs::exists(folder / "tokenizer_config.json", ec))
-    record["tokenizer_config_json"] = read_json_file(folder / "tokenizer_config.json");
+  if (s.tokenizer_config) record["tokenizer_config_json"] = *s.tokenizer_config;
   try {
     io::write_file_atomic(files.pieces,
                           json{{"pieces", pieces}, {kOriginKey, record}}.dump(1) + "\n");
     // Each SentencePiece model must load as the checkpoint will load it (beside the list).
-    for (const auto& [from, to] : {std::pair{folder / "source.spm", files.src_model},
-                                   std::pair{folder / "target.spm", files.tgt_model}}) {
+    for (const auto& [from, to] :
+         {std::pair{s.source_spm, files.src_model}, std::pair{s.target_spm, files.tgt_model}}) {
       fs::copy_file(from, to, fs::copy_options::overwrite_existing);
       try {
         (void)data::Vocab::load(to);

@@ -1,0 +1,381 @@
+// Marian's native checkpoints (model.npz + vocab.yml + decoder.yml, as OPUS-MT releases them) read
+// as transformers' convert_marian_to_pytorch.py reads them, into HF's names (marian_source.h).
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <optional>
+#include <set>
+#include <tuple>
+
+#include "common/yaml_check.h"
+#include "headcount/common/check.h"
+#include "headcount/common/io.h"
+#include "headcount/interop/npz.h"
+#include "interop/marian_source.h"
+
+namespace headcount::interop {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace {
+
+constexpr size_t kMaxVocabBytes = size_t{64} << 20;
+constexpr const char* kModelYml = "special:model.yml";
+
+YAML::Node load_yaml(const std::string& text, const std::string& origin) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::ParserException& e) {
+    HC_FAIL("{}:{}:{}: YAML syntax error: {}", origin, e.mark.line + 1, e.mark.column + 1, e.msg);
+  }
+  check_unique_keys(root, origin);
+  return root;
+}
+
+// A scalar of model.yml as T (Marian writes every value as a plain scalar).
+template <typename T>
+T scalar(const YAML::Node& cfg, const char* key, const std::string& origin,
+         std::optional<T> fallback = {}) {
+  const YAML::Node v = cfg[key];
+  if (!v) {
+    HC_CHECK(fallback.has_value(), "{}: no \"{}\" (Marian's model configuration)", origin, key);
+    return *fallback;
+  }
+  if constexpr (std::is_same_v<T, std::string>) {
+    if (v.IsNull()) return std::string();  // "key:" with nothing: an empty option, as HF reads it
+  }
+  try {
+    return v.as<T>();
+  } catch (const YAML::Exception&) {
+    HC_FAIL(
+        "{}: \"{}\" is not a{} ({})", origin, key,
+        std::is_same_v<T, bool> ? " boolean" : (std::is_integral_v<T> ? "n integer" : " string"),
+        YAML::Dump(v));
+  }
+}
+
+// Settings HF's converter assumes (check_marian_cfg_assumptions) and headcount's model has.
+void check_assumptions(const YAML::Node& cfg, const std::string& origin) {
+  const std::vector<std::pair<const char*, std::string>> strings = {
+      {"type", "transformer"},
+      {"transformer-preprocess", ""},
+      {"transformer-postprocess", "dan"},
+      {"transformer-postprocess-emb", "d"},
+      {"transformer-decoder-autoreg", "self-attention"},
+  };
+  for (const auto& [key, want] : strings) {
+    const auto got = scalar<std::string>(cfg, key, origin, want);
+    HC_CHECK(got == want,
+             "{}: \"{}\" is \"{}\"; headcount imports Marian transformers with \"{}\" (post-norm "
+             "layers as OPUS-MT's)",
+             origin, key, got, want);
+  }
+  for (const char* key : {"layer-normalization", "right-left", "transformer-no-projection",
+                          "transformer-train-position-embeddings", "transformer-aan-nogate"})
+    HC_CHECK(!scalar<bool>(cfg, key, origin, false),
+             "{}: \"{}\" is true; HF's MarianMT (and headcount's import) has no such model", origin,
+             key);
+  HC_CHECK(scalar<int>(cfg, "transformer-ffn-depth", origin, 2) == 2,
+           "{}: \"transformer-ffn-depth\" must be 2 (one hidden layer)", origin);
+  HC_CHECK(scalar<int>(cfg, "ulr-dim-emb", origin, 0) == 0,
+           "{}: \"ulr-dim-emb\" is set; universal lexical representations are not imported",
+           origin);
+}
+
+// vocab.yml: piece -> id, every id of [0, n) once. Returns the pieces by id.
+std::vector<std::string> read_vocab_yml(const fs::path& file) {
+  const auto root =
+      load_yaml(io::read_file_bounded(file, kMaxVocabBytes, "a Marian vocabulary"), file.string());
+  HC_CHECK(root.IsMap(), "{}: expected a mapping of piece -> id", file.string());
+  std::vector<std::string> pieces(root.size());
+  std::vector<bool> seen(root.size(), false);
+  for (const auto& kv : root) {
+    const auto piece = kv.first.as<std::string>();
+    int64_t id = -1;
+    try {
+      id = kv.second.as<int64_t>();
+    } catch (const YAML::Exception&) {
+    }
+    HC_CHECK(id >= 0 && id < static_cast<int64_t>(pieces.size()),
+             "{}:{}: \"{}\" has id {}; expected an integer in [0, {})", file.string(),
+             kv.first.Mark().line + 1, piece, YAML::Dump(kv.second), pieces.size());
+    HC_CHECK(!seen[id], "{}:{}: id {} is given to two pieces (\"{}\" and \"{}\")", file.string(),
+             kv.first.Mark().line + 1, id, pieces[id], piece);
+    seen[id] = true;
+    pieces[id] = piece;
+  }
+  return pieces;
+}
+
+// The model and vocabulary files: decoder.yml's, else the folder's only candidates.
+std::pair<fs::path, fs::path> model_and_vocab(const fs::path& folder) {
+  std::error_code ec;
+  const fs::path decoder = folder / "decoder.yml";
+  if (fs::is_regular_file(decoder, ec)) {
+    const auto d = load_yaml(io::read_file_bounded(decoder, io::kMaxConfigBytes, "decoder.yml"),
+                             decoder.string());
+    HC_CHECK(d["models"] && d["models"].IsSequence() && d["models"].size() == 1,
+             "{}: expected \"models:\" with one model file (an ensemble is not imported)",
+             decoder.string());
+    HC_CHECK(d["vocabs"] && d["vocabs"].IsSequence() && d["vocabs"].size() == 2,
+             "{}: expected \"vocabs:\" with the source and the target vocabulary",
+             decoder.string());
+    const auto src = d["vocabs"][0].as<std::string>(), tgt = d["vocabs"][1].as<std::string>();
+    HC_CHECK(src == tgt,
+             "{}: separate source and target vocabularies ({} and {}): not supported by the "
+             "import yet (OPUS-MT's models share one)",
+             decoder.string(), src, tgt);
+    // Marian resolves relative names against the folder of decoder.yml (relative-paths).
+    auto in_folder = [&](const std::string& name) {
+      const fs::path p(name);
+      return p.is_absolute() ? p : folder / p.filename();
+    };
+    return {in_folder(d["models"][0].as<std::string>()), in_folder(src)};
+  }
+  std::vector<fs::path> models, vocabs;
+  for (const auto& e : fs::directory_iterator(folder)) {
+    const std::string name = e.path().filename().string();
+    if (e.path().extension() == ".npz") models.push_back(e.path());
+    if (name.size() >= 9 && name.compare(name.size() - 9, 9, "vocab.yml") == 0)
+      vocabs.push_back(e.path());
+  }
+  HC_CHECK(models.size() == 1,
+           "{}: {} *.npz files and no decoder.yml to say which model to import (expected one)",
+           folder.string(), models.size());
+  HC_CHECK(vocabs.size() == 1,
+           "{}: {} *vocab.yml files and no decoder.yml (expected one joint vocabulary)",
+           folder.string(), vocabs.size());
+  return {models[0], vocabs[0]};
+}
+
+// Marian's tensors under HF's names, shapes checked against model.yml.
+class Converter {
+ public:
+  Converter(std::map<std::string, torch::Tensor> npz, fs::path file, int64_t d, int64_t ffn)
+      : npz_(std::move(npz)), file_(std::move(file)), d_(d), ffn_(ffn) {}
+
+  torch::Tensor take(const std::string& name, const std::vector<int64_t>& shape) {
+    const auto it = npz_.find(name);
+    HC_CHECK(it != npz_.end(), "{}: no array {} (expected shape [{}])", file_.string(), name,
+             fmt::join(shape, ", "));
+    HC_CHECK(it->second.sizes() == torch::IntArrayRef(shape),
+             "{}: {} has shape [{}], model.yml gives [{}]", file_.string(), name,
+             fmt::join(it->second.sizes(), ", "), fmt::join(shape, ", "));
+    HC_CHECK(it->second.is_floating_point(), "{}: {} is {}, not a floating-point array",
+             file_.string(), name, c10::toString(it->second.scalar_type()));
+    used_.insert(name);
+    return it->second.to(torch::kFloat32);
+  }
+  bool has(const std::string& name) const { return npz_.count(name) > 0; }
+
+  // One attention block (self_ or context_) with its layer norm.
+  void attention(const std::string& m, const std::string& hf_attn, const std::string& hf_norm,
+                 std::map<std::string, torch::Tensor>& out) {
+    for (const auto& [w, b, proj] :
+         {std::tuple{"Wq", "bq", "q_proj"}, std::tuple{"Wk", "bk", "k_proj"},
+          std::tuple{"Wv", "bv", "v_proj"}, std::tuple{"Wo", "bo", "out_proj"}}) {
+      out[hf_attn + "." + proj + ".weight"] = take(m + w, {d_, d_}).t().contiguous();
+      out[hf_attn + "." + proj + ".bias"] = take(m + b, {1, d_})[0];
+    }
+    out[hf_norm + ".weight"] = take(m + "Wo_ln_scale", {1, d_})[0];
+    out[hf_norm + ".bias"] = take(m + "Wo_ln_bias", {1, d_})[0];
+  }
+  void ffn(const std::string& m, const std::string& hf, std::map<std::string, torch::Tensor>& out) {
+    out[hf + ".fc1.weight"] = take(m + "ffn_W1", {d_, ffn_}).t().contiguous();
+    out[hf + ".fc1.bias"] = take(m + "ffn_b1", {1, ffn_})[0];
+    out[hf + ".fc2.weight"] = take(m + "ffn_W2", {ffn_, d_}).t().contiguous();
+    out[hf + ".fc2.bias"] = take(m + "ffn_b2", {1, d_})[0];
+    out[hf + ".final_layer_norm.weight"] = take(m + "ffn_ffn_ln_scale", {1, d_})[0];
+    out[hf + ".final_layer_norm.bias"] = take(m + "ffn_ffn_ln_bias", {1, d_})[0];
+  }
+  void check_all_used() const {
+    std::vector<std::string> left;
+    for (const auto& [name, t] : npz_)
+      if (!used_.count(name) && name != kModelYml) left.push_back(name);
+    HC_CHECK(left.empty(),
+             "{}: arrays that HF's MarianMT conversion does not take (another architecture, "
+             "e.g. learned positions, embedding layer norms or a guided-alignment layer): {}",
+             file_.string(), fmt::join(left, ", "));
+  }
+
+ private:
+  std::map<std::string, torch::Tensor> npz_;
+  std::set<std::string> used_;
+  fs::path file_;
+  int64_t d_, ffn_;
+};
+
+// model.yml's text from its int8/uint8 array (NUL-terminated, as Marian stores it).
+std::string model_yml_text(const std::map<std::string, torch::Tensor>& npz, const fs::path& file) {
+  const auto it = npz.find(kModelYml);
+  HC_CHECK(it != npz.end(),
+           "{}: no {} array (Marian's model configuration): not a Marian model file", file.string(),
+           kModelYml);
+  const auto t = it->second.contiguous();
+  HC_CHECK(t.dim() == 1 && (t.scalar_type() == torch::kInt8 || t.scalar_type() == torch::kByte),
+           "{}: {} is not a 1-d array of bytes", file.string(), kModelYml);
+  std::string text(reinterpret_cast<const char*>(t.data_ptr()), static_cast<size_t>(t.numel()));
+  while (!text.empty() && text.back() == '\0') text.pop_back();
+  return text;
+}
+
+// The architecture of model.yml (checked against the vocabulary's size).
+struct Dims {
+  int64_t d = 0, ffn = 0, heads = 0, enc = 0, dec = 0;
+  bool tied_out = true;
+  std::string activation;
+};
+
+Dims read_dims(const YAML::Node& cfg, const std::string& origin, int64_t marian_v,
+               const fs::path& vocab_file) {
+  Dims m;
+  m.d = scalar<int64_t>(cfg, "dim-emb", origin);
+  m.ffn = scalar<int64_t>(cfg, "transformer-dim-ffn", origin);
+  m.heads = scalar<int64_t>(cfg, "transformer-heads", origin);
+  m.enc = scalar<int64_t>(cfg, "enc-depth", origin);
+  m.dec = scalar<int64_t>(cfg, "dec-depth", origin);
+  HC_CHECK(m.d > 0 && m.ffn > 0 && m.heads > 0 && m.enc > 0 && m.dec > 0 && m.d % m.heads == 0,
+           "{}: dim-emb {} with {} heads, ffn {}, {} + {} layers: expected positive sizes and "
+           "dim-emb divisible by the heads",
+           origin, m.d, m.heads, m.ffn, m.enc, m.dec);
+  const YAML::Node dims = cfg["dim-vocabs"];
+  if (dims && dims.IsSequence())
+    for (const auto& n : dims)
+      HC_CHECK(n.as<int64_t>() == marian_v,
+               "{}: \"dim-vocabs\" gives {} pieces, {} has {}: not this model's vocabulary", origin,
+               n.as<int64_t>(), vocab_file.string(), marian_v);
+  const bool tied_all = scalar<bool>(cfg, "tied-embeddings-all", origin, false);
+  HC_CHECK(tied_all || scalar<bool>(cfg, "tied-embeddings-src", origin, false),
+           "{}: the encoder and decoder embeddings are separate (tied-embeddings-src false): not "
+           "supported by the import yet",
+           origin);
+  m.tied_out = tied_all || scalar<bool>(cfg, "tied-embeddings", origin, false);
+  m.activation =
+      scalar<std::string>(cfg, "transformer-ffn-activation", origin, std::string("swish"));
+  HC_CHECK(m.activation == "swish" || m.activation == "relu" || m.activation == "gelu",
+           "{}: \"transformer-ffn-activation\" is \"{}\"; expected swish, relu or gelu", origin,
+           m.activation);
+  return m;
+}
+
+// HF's config.json for the model, as convert_marian_to_pytorch.py writes it (V counts <pad>,
+// appended last).
+json hf_config(const Dims& m, int64_t V, int64_t eos) {
+  const int64_t pad = V - 1;
+  return {{"model_type", "marian"},
+          {"architectures", {"MarianMTModel"}},
+          {"vocab_size", V},
+          {"decoder_vocab_size", V},
+          {"share_encoder_decoder_embeddings", true},
+          {"d_model", m.d},
+          {"encoder_layers", m.enc},
+          {"decoder_layers", m.dec},
+          {"encoder_attention_heads", m.heads},
+          {"decoder_attention_heads", m.heads},
+          {"encoder_ffn_dim", m.ffn},
+          {"decoder_ffn_dim", m.ffn},
+          {"activation_function", m.activation},
+          {"pad_token_id", pad},
+          {"eos_token_id", eos},
+          {"forced_eos_token_id", eos},
+          {"bos_token_id", 0},
+          {"decoder_start_token_id", pad},
+          {"bad_words_ids", {{pad}}},
+          // Marian computes its sinusoids for any position; HF's configs of OPUS-MT say 512.
+          {"max_position_embeddings", 512},
+          {"max_length", 512},
+          {"scale_embedding", true},
+          {"normalize_embedding", false},
+          {"static_position_embeddings", true},
+          {"tie_word_embeddings", m.tied_out},
+          {"dropout", 0.1}};
+}
+
+// Every tensor under HF's name: <pad>'s embedding row and logit bias appended as zeros.
+std::map<std::string, torch::Tensor> convert(Converter& c, const Dims& m, int64_t marian_v) {
+  std::map<std::string, torch::Tensor> out;
+  const auto zero_row = torch::zeros({1, m.d});
+  out["model.shared.weight"] = torch::cat({c.take("Wemb", {marian_v, m.d}), zero_row}, 0);
+  out["final_logits_bias"] =
+      torch::cat({c.take("decoder_ff_logit_out_b", {1, marian_v}), torch::zeros({1, 1})}, 1);
+  if (!m.tied_out)
+    out["lm_head.weight"] =
+        torch::cat({c.take("decoder_ff_logit_out_W", {m.d, marian_v}).t(), zero_row}, 0)
+            .contiguous();
+  for (int64_t i = 0; i < m.enc; ++i) {
+    const std::string p = fmt::format("encoder_l{}_", i + 1);
+    const std::string hf = fmt::format("model.encoder.layers.{}", i);
+    c.attention(p + "self_", hf + ".self_attn", hf + ".self_attn_layer_norm", out);
+    c.ffn(p, hf, out);
+  }
+  for (int64_t i = 0; i < m.dec; ++i) {
+    const std::string p = fmt::format("decoder_l{}_", i + 1);
+    const std::string hf = fmt::format("model.decoder.layers.{}", i);
+    c.attention(p + "self_", hf + ".self_attn", hf + ".self_attn_layer_norm", out);
+    c.attention(p + "context_", hf + ".encoder_attn", hf + ".encoder_attn_layer_norm", out);
+    c.ffn(p, hf, out);
+  }
+  return out;
+}
+
+}  // namespace
+
+bool is_marian_native_folder(const fs::path& folder) {
+  std::error_code ec;
+  if (fs::exists(folder / "config.json", ec)) return false;
+  if (fs::is_regular_file(folder / "decoder.yml", ec)) return true;
+  for (const auto& e : fs::directory_iterator(folder, ec))
+    if (e.path().extension() == ".npz") return true;
+  return false;
+}
+
+MarianSource read_marian_native(const fs::path& folder) {
+  MarianSource s;
+  s.layout = "marian-npz";
+  std::tie(s.weights_file, s.vocab_file) = model_and_vocab(folder);
+  for (const auto& f :
+       {s.weights_file, s.vocab_file, folder / "source.spm", folder / "target.spm"}) {
+    std::error_code ec;
+    HC_CHECK(fs::is_regular_file(f, ec),
+             "{}: missing (a Marian model folder has the model's .npz, its vocab.yml, "
+             "source.spm and target.spm, and usually decoder.yml)",
+             f.string());
+  }
+  s.source_spm = folder / "source.spm";
+  s.target_spm = folder / "target.spm";
+  auto npz = read_npz(s.weights_file);
+  const std::string origin = fmt::format("{}: {}", s.weights_file.string(), kModelYml);
+  s.config_file = fs::path(origin);
+  const auto cfg = load_yaml(model_yml_text(npz, s.weights_file), origin);
+  HC_CHECK(cfg.IsMap(), "{}: expected a mapping of Marian options", origin);
+  check_assumptions(cfg, origin);
+
+  s.pieces = read_vocab_yml(s.vocab_file);
+  auto id_of = [&](const std::string& piece) {
+    for (size_t i = 0; i < s.pieces.size(); ++i)
+      if (s.pieces[i] == piece) return static_cast<int64_t>(i);
+    HC_FAIL("{}: no \"{}\" piece", s.vocab_file.string(), piece);
+  };
+  const int64_t eos = id_of("</s>");
+  (void)id_of("<unk>");
+  HC_CHECK(std::find(s.pieces.begin(), s.pieces.end(), "<pad>") == s.pieces.end(),
+           "{}: already has a \"<pad>\" piece; Marian's vocabularies do not (HF appends it)",
+           s.vocab_file.string());
+  const auto marian_v = static_cast<int64_t>(s.pieces.size());
+  s.pieces.push_back("<pad>");
+  const int64_t V = marian_v + 1;
+
+  const Dims dims = read_dims(cfg, origin, marian_v, s.vocab_file);
+  s.config = hf_config(dims, V, eos);
+  s.tokenizer_config = json{{"separate_vocabs", false}};
+  Converter c(std::move(npz), s.weights_file, dims.d, dims.ffn);
+  s.tensors = convert(c, dims, marian_v);
+  c.check_all_used();
+  return s;
+}
+
+}  // namespace headcount::interop

@@ -1,0 +1,223 @@
+#!/usr/bin/python3
+"""Marian's native checkpoint layout (model.npz, vocab.yml, decoder.yml, source.spm, target.spm, as
+OPUS-MT releases its models) for the tiny random MarianMT model of tests/data/marian-tiny, with the
+outputs of the independent float64 reference of marian_reference.py on it; and small .npz files
+that check headcount's NumPy reader.
+
+Usage: marian_npz_reference.py TINY OUTDIR NPZDIR
+       (normally tests/data/marian-tiny tests/data/marian-tiny-npz tests/data/npz)
+
+The layout is the inverse of transformers' convert_marian_to_pytorch.py (the commit in
+marian_reference.HF_SOURCES), written from it and from Marian's own naming (no code of theirs used):
+  Wemb [V-1, d]                      the shared embeddings without the <pad> row that HF appends
+  decoder_ff_logit_out_b [1, V-1]    final_logits_bias without its <pad> entry
+  {encoder,decoder}_l{i+1}_{self,context}_{Wq,Wk,Wv,Wo} [d, d]   nn.Linear weights transposed
+  ..._{bq,bk,bv,bo} [1, d], ..._Wo_ln_{scale,bias} [1, d]        the layer norm after the block
+  ..._ffn_W1 [d, ffn], _ffn_b1 [1, ffn], _ffn_W2 [ffn, d], _ffn_b2 [1, d], _ffn_ffn_ln_{scale,bias}
+  special:model.yml                  the model's YAML configuration as bytes, NUL-terminated
+vocab.yml maps each piece to its id (vocab.json without "<pad>"); decoder.yml names the model and
+vocabularies as Marian's decoder config does.
+
+Since HF's converter gives <pad> a zero embedding and a zero logit bias, the reference outputs here
+come from marian-tiny's weights with that row and that entry zeroed (marian-tiny's own random pad
+row differs): reference.json holds the teacher-forced logits and the greedy decodes of
+marian-tiny's cases for that model. Needs numpy, torch and the standard library.
+"""
+import json
+import os
+import sys
+import zipfile
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import marian_reference as ref  # noqa: E402
+
+MODEL_YML = """type: transformer
+dim-emb: {d}
+dim-vocabs:
+  - {v}
+  - {v}
+enc-depth: {layers}
+dec-depth: {layers}
+transformer-heads: {heads}
+transformer-dim-ffn: {ffn}
+transformer-ffn-depth: 2
+transformer-ffn-activation: swish
+transformer-preprocess: ""
+transformer-postprocess: dan
+transformer-postprocess-emb: d
+transformer-decoder-autoreg: self-attention
+transformer-train-position-embeddings: false
+transformer-aan-depth: 2
+transformer-aan-nogate: false
+transformer-no-projection: false
+tied-embeddings: true
+tied-embeddings-src: false
+tied-embeddings-all: true
+layer-normalization: false
+right-left: false
+ulr-dim-emb: 0
+dec-cell-base-depth: 2
+dec-cell-high-depth: 1
+version: v1.9.0 (headcount test fixture)
+"""
+
+DECODER_YML = """models:
+  - model.npz
+vocabs:
+  - vocab.yml
+  - vocab.yml
+beam-size: 4
+normalize: 1
+word-penalty: 0
+mini-batch: 16
+maxi-batch: 100
+maxi-batch-sort: src
+relative-paths: true
+"""
+
+LAYER_BLOCKS = {  # Marian's suffix -> (HF module, parameter)
+    'Wq': ('q_proj', 'weight'), 'Wk': ('k_proj', 'weight'), 'Wv': ('v_proj', 'weight'),
+    'Wo': ('out_proj', 'weight'), 'bq': ('q_proj', 'bias'), 'bk': ('k_proj', 'bias'),
+    'bv': ('v_proj', 'bias'), 'bo': ('out_proj', 'bias'),
+}
+
+
+def marian_arrays(p, V):
+    """Marian's tensors (numpy float32) from HF-named float32 tensors p."""
+    out = {}
+
+    def put(name, t):
+        out[name] = np.ascontiguousarray(t.numpy().astype(np.float32))
+
+    put('Wemb', p['model.shared.weight'][:V - 1])
+    put('decoder_ff_logit_out_b', p['final_logits_bias'][:, :V - 1])
+    for side in ('encoder', 'decoder'):
+        for i in range(ref.LAYERS):
+            hf = f'model.{side}.layers.{i}'
+            m = f'{side}_l{i + 1}_'
+            blocks = [('self', 'self_attn', 'self_attn_layer_norm')]
+            if side == 'decoder':
+                blocks.append(('context', 'encoder_attn', 'encoder_attn_layer_norm'))
+            for tag, attn, norm in blocks:
+                for suffix, (proj, kind) in LAYER_BLOCKS.items():
+                    t = p[f'{hf}.{attn}.{proj}.{kind}']
+                    put(m + tag + '_' + suffix, t.T if kind == 'weight' else t[None, :])
+                put(m + tag + '_Wo_ln_scale', p[f'{hf}.{norm}.weight'][None, :])
+                put(m + tag + '_Wo_ln_bias', p[f'{hf}.{norm}.bias'][None, :])
+            put(m + 'ffn_W1', p[f'{hf}.fc1.weight'].T)
+            put(m + 'ffn_b1', p[f'{hf}.fc1.bias'][None, :])
+            put(m + 'ffn_W2', p[f'{hf}.fc2.weight'].T)
+            put(m + 'ffn_b2', p[f'{hf}.fc2.bias'][None, :])
+            put(m + 'ffn_ffn_ln_scale', p[f'{hf}.final_layer_norm.weight'][None, :])
+            put(m + 'ffn_ffn_ln_bias', p[f'{hf}.final_layer_norm.bias'][None, :])
+    yml = MODEL_YML.format(d=ref.D_MODEL, v=V - 1, layers=ref.LAYERS, heads=ref.HEADS, ffn=ref.FFN)
+    out['special:model.yml'] = np.frombuffer(yml.encode('utf-8') + b'\0', dtype=np.int8)
+    return out
+
+
+def write_marian_folder(tiny, out):
+    os.makedirs(out, exist_ok=True)
+    st, _ = ref.read_safetensors(os.path.join(tiny, 'model.safetensors'))
+    with open(os.path.join(tiny, 'vocab.json'), encoding='utf-8') as f:
+        vocab = json.load(f)
+    V = len(vocab)
+    pad = vocab['<pad>']
+    assert pad == V - 1
+    # The model HF's converter would build from the npz: <pad> row and bias entry zero.
+    p = {k: v.clone() for k, v in st.items()}
+    p['model.shared.weight'][pad] = 0.0
+    p['final_logits_bias'][0, pad] = 0.0
+    np.savez(os.path.join(out, 'model.npz'), **marian_arrays(p, V))
+    # The archive as Marian (cnpy) writes it: every member stored, none compressed.
+    with zipfile.ZipFile(os.path.join(out, 'model.npz')) as z:
+        assert all(i.compress_type == zipfile.ZIP_STORED for i in z.infolist())
+    with open(os.path.join(out, 'vocab.yml'), 'w', encoding='utf-8') as f:
+        for piece, i in sorted(vocab.items(), key=lambda kv: kv[1]):
+            if piece != '<pad>':
+                f.write(f'{json.dumps(piece, ensure_ascii=False)}: {i}\n')
+    with open(os.path.join(out, 'decoder.yml'), 'w', encoding='utf-8') as f:
+        f.write(DECODER_YML)
+    for name in ('source.spm', 'target.spm'):
+        with open(os.path.join(tiny, name), 'rb') as a, open(os.path.join(out, name), 'wb') as b:
+            b.write(a.read())
+
+    # Reference outputs on marian-tiny's cases.
+    with open(os.path.join(tiny, 'reference.json'), encoding='utf-8') as f:
+        tiny_ref = json.load(f)
+    q = {k: v.double() for k, v in p.items()}
+    pos = ref.sinusoidal_table(ref.MAX_POS, ref.D_MODEL).double()
+    cases = []
+    for c in tiny_ref['cases']:
+        src = torch.tensor([c['input_ids']])
+        mask = torch.ones_like(src)
+        with torch.no_grad():
+            enc = ref.encoder(src, mask, q, pos)
+            logits = ref.decoder_logits(torch.tensor([c['decoder_input_ids']]), enc, mask, q, pos)
+            g_ids, g_margin, g_agrees = ref.greedy(c['input_ids'], q, pos, pad)
+        # A float32 forward lands within ~1e-6 of these float64 logits (marian-tiny's
+        # max_abs_diff_float32_forward): a top-1/top-2 gap of 1e-3 cannot flip there.
+        assert g_margin >= 1e-3 and g_agrees, (c['source'], g_margin)
+        cases.append({'source': c['source'], 'input_ids': c['input_ids'],
+                      'decoder_input_ids': c['decoder_input_ids'], 'logits': ref.rows(logits[0]),
+                      'greedy': {'output_ids': g_ids, 'stopped_at_eos': g_ids[-1] == ref.EOS,
+                                 'min_top2_margin': g_margin}})
+    reference = {
+        'description': 'Reference outputs of the Marian-native folder in this directory (marian-tiny '
+                       'with a zero <pad> embedding and logit bias); float64 logits from the float32 '
+                       'weights by tests/reference/marian_reference.py\'s forward pass.',
+        'generator': 'tests/reference/marian_npz_reference.py',
+        'vocab_size': V, 'pad_token_id': pad, 'eos_token_id': ref.EOS, 'unk_token_id': ref.UNK,
+        'greedy_max_new_tokens': ref.GREEDY_STEPS,
+        'cases': cases,
+    }
+    with open(os.path.join(out, 'reference.json'), 'w', encoding='utf-8') as f:
+        f.write(ref.to_json(reference) + '\n')
+
+
+def write_npz_fixtures(out):
+    """arrays.npz (stored) and arrays-compressed.npz (deflated) hold the same arrays, one of each kind
+    the reader takes; arrays.json gives their dtype, shape and values as numpy reads them.
+    big-endian.npz holds one '>f4' array, which the reader refuses."""
+    os.makedirs(out, exist_ok=True)
+    arrays = {
+        'f4_matrix': np.arange(6, dtype=np.float32).reshape(2, 3) / 4 - 0.5,
+        'f8_vector': np.array([1.0 / 3, -2.5e-300, 7.0], dtype=np.float64),
+        'f2_vector': np.array([0.5, -1.25, 65504.0], dtype=np.float16),
+        'i1_text': np.frombuffer(b'dim-emb: 16\n\0', dtype=np.int8),
+        'u1_bytes': np.array([0, 127, 255], dtype=np.uint8),
+        'i8_scalar': np.array(-42, dtype=np.int64),
+        'f4_fortran': np.asfortranarray(np.arange(6, dtype=np.float32).reshape(2, 3)),
+        'f4_empty': np.zeros((0, 4), dtype=np.float32),
+        'encoder_l1_self_Wq': np.full((1, 2, 2), 3.0, dtype=np.float32),
+    }
+    assert arrays['f4_fortran'].flags['F_CONTIGUOUS'] and not arrays['f4_fortran'].flags['C_CONTIGUOUS']
+    np.savez(os.path.join(out, 'arrays.npz'), **arrays)
+    np.savez_compressed(os.path.join(out, 'arrays-compressed.npz'), **arrays)
+    with zipfile.ZipFile(os.path.join(out, 'arrays-compressed.npz')) as z:
+        assert all(i.compress_type == zipfile.ZIP_DEFLATED for i in z.infolist())
+    for name in ('arrays.npz', 'arrays-compressed.npz'):
+        back = np.load(os.path.join(out, name))
+        assert set(back.files) == set(arrays)
+        for k, v in arrays.items():
+            assert back[k].dtype == v.dtype and back[k].shape == v.shape and np.array_equal(back[k], v), k
+    described = {k: {'dtype': v.dtype.str, 'shape': list(v.shape), 'values': v.ravel(order='C').tolist()}
+                 for k, v in arrays.items()}
+    with open(os.path.join(out, 'arrays.json'), 'w', encoding='utf-8') as f:
+        json.dump(described, f, indent=1)
+        f.write('\n')
+    np.savez(os.path.join(out, 'big-endian.npz'), swapped=np.array([1.0, 2.0], dtype='>f4'))
+
+
+def main():
+    if len(sys.argv) != 4:
+        sys.exit(__doc__)
+    torch.set_num_threads(1)
+    write_marian_folder(sys.argv[1], sys.argv[2])
+    write_npz_fixtures(sys.argv[3])
+
+
+if __name__ == '__main__':
+    main()
