@@ -266,16 +266,15 @@ TEST(MarianExport, PrunedModelExportsBothWaysWithItsOwnOutputs) {
   EXPECT_TRUE(torch::equal(back->forward(src, tgt), want));
 }
 
-TEST(MarianImport, ImportedModelPrunesByL0AndFisherAndEvaluates) {
-  // The commands take an imported checkpoint like one headcount trained: L0 target mode with
-  // distillation and recovery, and Fisher, on the tiny number corpus (its words are pieces, or
-  // <unk>, of the fixture's SentencePiece models).
-  TempDir dir;
+// An imported checkpoint through L0 (target mode, distillation, recovery) and Fisher pruning on
+// the tiny number corpus (its words are pieces, or <unk>, of the fixture's SentencePiece models),
+// and back to MarianMT.
+void prune_and_export(const fs::path& imported_checkpoint, const TempDir& dir) {
   const Config data = tiny_run_config(dir, 16);
-  Config c = run::read_checkpoint_info(imported()).config;
+  Config c = run::read_checkpoint_info(imported_checkpoint).config;
   c.data = data.data;
   c.threads = data.threads;
-  c.prune.init_from = imported().string();
+  c.prune.init_from = imported_checkpoint.string();
   c.train.max_steps = 6;
   c.train.eval_every = 3;
   c.train.warmup_steps = 2;
@@ -286,12 +285,14 @@ TEST(MarianImport, ImportedModelPrunesByL0AndFisherAndEvaluates) {
   c.prune.distill_weight = 0.5;
   train::TrainOptions o;
   o.run_dir = dir / "l0";
-  o.init_from = imported();
+  o.init_from = imported_checkpoint;
   prune::PruneTrainer(c, o).run();
   const auto l0 = run::read_checkpoint_info(dir / "l0" / "pruned");
   EXPECT_EQ(l0.architecture.total(), 12);
   EXPECT_EQ(l0.config.model.activation, Activation::kSwish);
   EXPECT_FALSE(l0.vocab.pieces.empty());  // the piece list travels with the model
+  const auto original = run::read_checkpoint_info(imported_checkpoint);
+  EXPECT_EQ(l0.vocab.tgt_pieces.empty(), original.vocab.tgt_pieces.empty());
   c.prune.method = PruneMethod::kFisher;
   c.prune.distill_weight = 0;
   c.prune.recovery_steps = 0;
@@ -305,6 +306,11 @@ TEST(MarianImport, ImportedModelPrunesByL0AndFisherAndEvaluates) {
                                           interop::ExportMode::kCompatible);
     EXPECT_LT(r.max_abs_logit_diff, 1e-5) << run;
   }
+}
+
+TEST(MarianImport, ImportedModelPrunesByL0AndFisherAndEvaluates) {
+  TempDir dir;
+  prune_and_export(imported(), dir);
 }
 
 // A copy of the fixture with one file changed by `edit`.
@@ -637,6 +643,104 @@ TEST(MarianNativeImport, MalformedFoldersAreClearErrors) {
     fs::remove(f / "model.npz");
   });
   EXPECT_TRUE(has(e, "neither a Hugging Face MarianMT folder")) << e;
+}
+
+// --- Separate source and target vocabularies -----------------------------------------------------
+
+// tests/data/marian-tiny-separate: vocab.json (source) and target_vocab.json (the same pieces with
+// other ids), the encoder's and the decoder's own embeddings
+// (tests/reference/marian_npz_reference.py).
+TEST(MarianSeparateVocabularies, TokenisationLogitsAndGreedyDecodesMatchTheReference) {
+  TempDir dir;
+  const fs::path src_dir = testing::test_data("marian-tiny-separate");
+  const json r = json::parse(io::read_file(src_dir / "reference.json"));
+  interop::import_marian(src_dir, dir.path() / "ckpt");
+  const auto info = run::read_checkpoint_info(dir.path() / "ckpt");
+  ASSERT_FALSE(info.vocab.tgt_pieces.empty());
+  EXPECT_NE(data::read_piece_list(info.vocab.pieces), data::read_piece_list(info.vocab.tgt_pieces));
+  const auto src_vocab = data::Vocab::load(info.vocab.src_model);
+  const auto tgt_vocab = data::Vocab::load(info.vocab.tgt_model);
+  auto m = load(dir.path() / "ckpt");
+  EXPECT_FALSE(m->config().tie_embeddings);
+  torch::NoGradGuard ng;
+  const int64_t steps = r["greedy_max_new_tokens"].get<int64_t>();
+  double worst = 0;
+  for (const auto& c : r["cases"]) {
+    // Each side's text through its own vocabulary.
+    auto s = src_vocab.encode(c["source"].get<std::string>());
+    s.push_back(data::kEosId);
+    EXPECT_EQ(std::vector<int64_t>(s.begin(), s.end()), to_headcount(c["input_ids"]));
+    auto t = tgt_vocab.encode(c["target"].get<std::string>());
+    t.push_back(data::kEosId);
+    EXPECT_EQ(std::vector<int64_t>(t.begin(), t.end()), to_headcount(c["labels"])) << c["target"];
+    const auto src = row(to_headcount(c["input_ids"]));
+    const auto logits = m->forward(src, row(to_headcount(c["decoder_input_ids"])));
+    const auto diff = (marian_order(logits[0]) - tensor_of(c["logits"])).abs().max().item<double>();
+    EXPECT_LT(diff, 1e-4) << c["source"];
+    worst = std::max(worst, diff);
+    decode::TransformerStepper stepper(m, src, 1);
+    const auto hyp = decode::greedy_search(stepper, {steps});
+    auto want = to_headcount(c["greedy"]["output_ids"]);
+    want.erase(want.begin());
+    if (c["greedy"]["stopped_at_eos"].get<bool>()) want.pop_back();
+    EXPECT_EQ(hyp[0].tokens, want) << c["source"];
+  }
+  std::printf("separate vocabularies: max |logit - reference| over the cases: %.3g\n", worst);
+}
+
+TEST(MarianSeparateVocabularies, ImportedModelPrunesByL0AndFisherAndExports) {
+  TempDir dir;
+  interop::import_marian(testing::test_data("marian-tiny-separate"), dir.path() / "ckpt");
+  TempDir runs;
+  prune_and_export(dir.path() / "ckpt", runs);
+  // Fine-tuned apart from the decoder's embedding, the output matrix is exported as lm_head.
+  const auto config = json::parse(io::read_file(runs.path() / "l0-hf" / "config.json"));
+  EXPECT_EQ(config.at("tie_word_embeddings"), false);
+  EXPECT_TRUE(tensors(runs.path() / "l0-hf").count("lm_head.weight"));
+  EXPECT_TRUE(fs::exists(runs.path() / "l0-hf" / "target_vocab.json"));
+}
+
+TEST(MarianSeparateVocabularies, ExportGivesBackTheFolderAndErrorsNameTheFile) {
+  TempDir dir;
+  const fs::path src_dir = testing::test_data("marian-tiny-separate");
+  interop::import_marian(src_dir, dir.path() / "ckpt");
+  const auto r =
+      interop::export_marian(dir.path() / "ckpt", dir.path() / "hf", interop::ExportMode::kNative);
+  EXPECT_EQ(r.max_abs_logit_diff, 0.0);
+  const auto orig = tensors(src_dir);
+  const auto back = tensors(dir.path() / "hf");
+  ASSERT_EQ(orig.size(), back.size());  // no lm_head: still tied to the decoder's embedding
+  for (const auto& [name, t] : orig) {
+    ASSERT_TRUE(back.count(name)) << name;
+    EXPECT_TRUE(torch::equal(back.at(name), t)) << name;
+  }
+  for (const char* f : {"vocab.json", "target_vocab.json", "tokenizer_config.json"})
+    EXPECT_EQ(json::parse(io::read_file(dir.path() / "hf" / f)),
+              json::parse(io::read_file(src_dir / f)))
+        << f;
+  auto config = json::parse(io::read_file(dir.path() / "hf" / "config.json"));
+  config.erase("headcount_heads");
+  EXPECT_EQ(config, json::parse(io::read_file(src_dir / "config.json")));
+  // Malformed: the target vocabulary missing, or its specials elsewhere.
+  auto error = [&](const std::function<void(const fs::path&)>& edit) {
+    const fs::path f = dir.path() / "broken";
+    fs::remove_all(f);
+    fs::copy(src_dir, f);
+    edit(f);
+    fs::remove_all(dir.path() / "out");
+    return testing::error_of([&] { interop::import_marian(f, dir.path() / "out"); });
+  };
+  std::string e = error([](const fs::path& f) { fs::remove(f / "target_vocab.json"); });
+  EXPECT_NE(e.find("target_vocab.json: missing"), std::string::npos) << e;
+  e = error([](const fs::path& f) {
+    auto j = json::parse(io::read_file(f / "target_vocab.json"));
+    const auto other = std::find_if(j.begin(), j.end(), [](const json& v) { return v == 5; });
+    *other = 1;
+    j["<unk>"] = 5;
+    io::write_file_atomic(f / "target_vocab.json", j.dump());
+  });
+  EXPECT_NE(e.find("target_vocab.json: id 1 is"), std::string::npos) << e;
+  EXPECT_NE(e.find("must give the specials the same ids"), std::string::npos) << e;
 }
 
 }  // namespace

@@ -78,10 +78,12 @@ void load_variants(DecodeBench& b) {
     for (const auto& [name, hash] : pi.vocab_fnv1a) {
       const auto it = b.info.vocab_fnv1a.find(name);
       // An imported model's piece list also records where it came from: the pieces must agree.
-      if (name == data::kPieceListFile && it != b.info.vocab_fnv1a.end()) {
-        HC_CHECK(
-            data::read_piece_list(pi.vocab.pieces) == data::read_piece_list(b.info.vocab.pieces),
-            "--compare {}: another vocabulary ({}) than {}", o.compare, name, o.checkpoint);
+      if (name.size() >= 11 && name.compare(name.size() - 11, 11, "pieces.json") == 0 &&
+          it != b.info.vocab_fnv1a.end()) {
+        const bool tgt = name == data::piece_list_name("tgt");
+        HC_CHECK(data::read_piece_list(tgt ? pi.vocab.tgt_pieces : pi.vocab.pieces) ==
+                     data::read_piece_list(tgt ? b.info.vocab.tgt_pieces : b.info.vocab.pieces),
+                 "--compare {}: another vocabulary ({}) than {}", o.compare, name, o.checkpoint);
         continue;
       }
       HC_CHECK(it == b.info.vocab_fnv1a.end() || it->second == hash,

@@ -43,7 +43,8 @@ Vocab Vocab::load(const fs::path& model_file) {
   HC_CHECK(v.sp_ != nullptr, "{}: not a valid SentencePiece model: {}", model_file.string(),
            take_message(error));
   v.path_ = model_file;
-  const fs::path list = model_file.parent_path() / kPieceListFile;
+  fs::path list = model_file.parent_path() / piece_list_name(model_file.stem().string());
+  if (!fs::exists(list, ec)) list = model_file.parent_path() / kPieceListFile;
   if (fs::exists(list, ec)) {
     v.pieces_ = read_piece_list(list);
     for (size_t i = 0; i < v.pieces_.size(); ++i)

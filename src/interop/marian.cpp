@@ -7,6 +7,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <map>
 #include <optional>
 #include <set>
@@ -83,6 +84,8 @@ struct MarianConfig {
   ModelConfig model;
   model::Architecture arch;
   int64_t vocab_size = 0, pad = 0, eos = 0;  // Marian's ids (unk comes from vocab.json)
+  bool separate = false;   // separate source and target vocabularies (target_vocab.json)
+  bool tie_output = true;  // the output matrix is the (target side's) embedding
   json original;
 };
 
@@ -147,7 +150,10 @@ MarianConfig read_config(const json& original, const fs::path& file) {
   m.dropout = value<double>(j, "dropout", file, 0.1);
   m.attention_dropout = value<double>(j, "attention_dropout", file, 0.0);
   m.activation_dropout = value<double>(j, "activation_dropout", file, 0.0);
-  m.tie_embeddings = value<bool>(j, "tie_word_embeddings", file, true);
+  c.tie_output = value<bool>(j, "tie_word_embeddings", file, true);
+  c.separate = !value<bool>(j, "share_encoder_decoder_embeddings", file, true);
+  // headcount's tie_embeddings is one matrix for source, target and output.
+  m.tie_embeddings = c.tie_output && !c.separate;
   // What HF's Marian code does not do, or headcount's model cannot.
   HC_CHECK(value<bool>(j, "scale_embedding", file, false),
            "{}: \"scale_embedding\" is false; headcount scales embeddings by sqrt(d_model) as "
@@ -158,14 +164,10 @@ MarianConfig read_config(const json& original, const fs::path& file) {
              "{}: \"{}\" is true; MarianMT models are post-norm without embedding or final "
              "layer norms, and so is the import",
              file.string(), key);
-  HC_CHECK(value<bool>(j, "share_encoder_decoder_embeddings", file, true),
-           "{}: \"share_encoder_decoder_embeddings\" is false (separate source and target "
-           "vocabularies, target_vocab.json): not supported by the import yet",
-           file.string());
   const auto V = value<int64_t>(j, "vocab_size", file);
   HC_CHECK(value<int64_t>(j, "decoder_vocab_size", file, V) == V,
-           "{}: \"decoder_vocab_size\" differs from \"vocab_size\" ({}): separate vocabularies "
-           "are not supported by the import yet",
+           "{}: \"decoder_vocab_size\" differs from \"vocab_size\" ({}): vocabularies of two "
+           "sizes are not imported (HF's conversion of Marian models gives both one size)",
            file.string(), V);
   const auto pad = value<int64_t>(j, "pad_token_id", file);
   const auto start = value<int64_t>(j, "decoder_start_token_id", file, pad);
@@ -308,14 +310,25 @@ void fill_model(model::TransformerImpl& m, Weights& w, const MarianConfig& c,
                 const MarianIds& ids) {
   torch::NoGradGuard no_grad;
   const int64_t d = c.model.d_model, f = c.model.ffn_dim, V = ids.size;
-  const auto shared = w.has("model.shared.weight")
-                          ? w.take("model.shared.weight", {V, d})
-                          : w.take("model.encoder.embed_tokens.weight", {V, d});
   const auto zero_row = torch::zeros({d});
-  m.src_embed->weight.copy_(to_headcount_rows(shared, ids, zero_row));
-  if (!c.model.tie_embeddings) {
-    m.tgt_embed->weight.copy_(to_headcount_rows(shared, ids, zero_row));
-    m.output_weight.copy_(to_headcount_rows(w.take("lm_head.weight", {V, d}), ids, zero_row));
+  if (c.separate) {
+    // The encoder's and the decoder's own embeddings; the output is the decoder's (tied, as HF
+    // ties lm_head to it) or lm_head.
+    const auto dec = w.take("model.decoder.embed_tokens.weight", {V, d});
+    m.src_embed->weight.copy_(
+        to_headcount_rows(w.take("model.encoder.embed_tokens.weight", {V, d}), ids, zero_row));
+    m.tgt_embed->weight.copy_(to_headcount_rows(dec, ids, zero_row));
+    m.output_weight.copy_(
+        to_headcount_rows(c.tie_output ? dec : w.take("lm_head.weight", {V, d}), ids, zero_row));
+  } else {
+    const auto shared = w.has("model.shared.weight")
+                            ? w.take("model.shared.weight", {V, d})
+                            : w.take("model.encoder.embed_tokens.weight", {V, d});
+    m.src_embed->weight.copy_(to_headcount_rows(shared, ids, zero_row));
+    if (!c.model.tie_embeddings) {
+      m.tgt_embed->weight.copy_(to_headcount_rows(shared, ids, zero_row));
+      m.output_weight.copy_(to_headcount_rows(w.take("lm_head.weight", {V, d}), ids, zero_row));
+    }
   }
   const auto bias =
       w.has("final_logits_bias") ? w.take("final_logits_bias", {1, V})[0] : torch::zeros({V});
@@ -340,7 +353,7 @@ void fill_model(model::TransformerImpl& m, Weights& w, const MarianConfig& c,
   }
   std::set<std::string> aliases = {"model.encoder.embed_tokens.weight",
                                    "model.decoder.embed_tokens.weight"};
-  if (c.model.tie_embeddings) aliases.insert("lm_head.weight");
+  if (c.tie_output) aliases.insert("lm_head.weight");
   w.check_all_used(aliases);
 }
 
@@ -370,43 +383,38 @@ MarianSource hf_source(const fs::path& folder) {
   return s;
 }
 
-}  // namespace
-
-ImportResult import_marian(const fs::path& folder, const fs::path& out) {
-  std::error_code ec;
-  HC_CHECK(fs::is_directory(folder, ec), "{}: not a folder", folder.string());
-  HC_CHECK(!fs::exists(out, ec) || fs::is_empty(out, ec),
-           "{} exists and is not empty: refusing to overwrite it", out.string());
-  const bool native = is_marian_native_folder(folder);
-  HC_CHECK(native || fs::exists(folder / "config.json", ec),
-           "{}: neither a Hugging Face MarianMT folder (config.json, model.safetensors or "
-           "pytorch_model.bin, source.spm, target.spm, vocab.json) nor Marian's own layout (a "
-           ".npz model with its vocab.yml, source.spm, target.spm, usually decoder.yml)",
-           folder.string());
-  MarianSource s = native ? read_marian_native(folder) : hf_source(folder);
-  const MarianConfig c = read_config(s.config, s.config_file);
-  if (s.pieces.empty()) s.pieces = read_vocab_json(s.vocab_file, c.vocab_size);
-  HC_CHECK(static_cast<int64_t>(s.pieces.size()) == c.vocab_size,
-           "{}: {} pieces, but the model's vocab_size is {}", s.vocab_file.string(),
-           s.pieces.size(), c.vocab_size);
-  const auto& marian_pieces = s.pieces;
-  int64_t unk = -1;
-  for (int64_t i = 0; i < c.vocab_size; ++i)
-    if (marian_pieces[i] == "<unk>") unk = i;
-  HC_CHECK(unk >= 0, "{}: no \"<unk>\" piece", s.vocab_file.string());
-  const auto ids = MarianIds::make(c.vocab_size, c.pad, c.eos, unk);
-  // The piece list in headcount's order; row 0 (headcount's pad) is a name no text produces.
+// The piece list in headcount's order; row 0 (headcount's pad) is a name no text produces.
+std::vector<std::string> headcount_pieces(const std::vector<std::string>& marian,
+                                          const MarianIds& ids) {
   std::vector<std::string> pieces(ids.size + 1);
   pieces[0] = "<headcount:pad>";
-  for (int64_t i = 0; i < ids.size; ++i) pieces[ids.to_headcount[i]] = marian_pieces[i];
-  if (s.tensors.empty()) s.tensors = read_weights(folder, &s.weights_file);
-  const fs::path weights_file = s.weights_file;
-  Weights w(std::move(s.tensors), weights_file);
-  const int64_t V = ids.size + 1;
-  model::Transformer m(c.model, c.arch, V, V);
-  fill_model(*m, w, c, ids);
+  for (int64_t i = 0; i < ids.size; ++i) pieces[ids.to_headcount[i]] = marian[i];
+  return pieces;
+}
 
-  // The checkpoint: config, weights, the two SentencePiece models beside the piece list.
+// A side's pieces: the model's size, and (target side) the source side's special ids.
+void check_pieces(const std::vector<std::string>& pieces, const fs::path& file,
+                  const MarianConfig& c, const MarianIds* ids) {
+  HC_CHECK(static_cast<int64_t>(pieces.size()) == c.vocab_size,
+           "{}: {} pieces, but the model's vocab_size is {}", file.string(), pieces.size(),
+           c.vocab_size);
+  HC_CHECK(std::find(pieces.begin(), pieces.end(), "<unk>") != pieces.end(),
+           "{}: no \"<unk>\" piece", file.string());
+  if (ids == nullptr) return;
+  for (const auto& [piece, id] :
+       {std::pair{"<unk>", ids->unk}, std::pair{"</s>", ids->eos}, std::pair{"<pad>", ids->pad}})
+    HC_CHECK(pieces[id] == piece,
+             "{}: id {} is \"{}\", the source vocabulary's {} is {}: the two vocabularies must "
+             "give the specials the same ids",
+             file.string(), id, pieces[id], piece, id);
+}
+
+// The checkpoint of an import: config, weights, the two SentencePiece models beside the piece
+// list(s), the origin record.
+void write_checkpoint(const fs::path& out, const fs::path& folder, const MarianSource& s,
+                      const MarianConfig& c, const MarianIds& ids, model::Transformer& m) {
+  std::error_code ec;
+  const auto pieces = headcount_pieces(s.pieces, ids);
   Config config;
   config.model = c.model;
   config.vocab.joint = true;  // one id space (the piece list), two SentencePiece models
@@ -418,20 +426,24 @@ ImportResult import_marian(const fs::path& folder, const fs::path& out) {
   files.joint = false;
   files.src_model = stage / "src.model";
   files.tgt_model = stage / "tgt.model";
-  files.pieces = stage / data::kPieceListFile;
+  files.pieces = stage / (c.separate ? data::piece_list_name("src") : data::kPieceListFile);
+  if (c.separate) files.tgt_pieces = stage / data::piece_list_name("tgt");
   // Where the model came from travels with the piece list into every checkpoint made from it
   // (fine-tuned, pruned), for the export.
   json record = {
       {"folder", fs::absolute(folder).lexically_normal().string()},
       {"layout", s.layout},
-      {"weights", weights_file.filename().string()},
-      {"weights_fnv1a", io::hex64(io::hash_file(weights_file))},
+      {"weights", s.weights_file.filename().string()},
+      {"weights_fnv1a", io::hex64(io::hash_file(s.weights_file))},
       {"marian_ids", {{"size", ids.size}, {"pad", ids.pad}, {"eos", ids.eos}, {"unk", ids.unk}}},
       {"config_json", c.original}};
   if (s.tokenizer_config) record["tokenizer_config_json"] = *s.tokenizer_config;
   try {
     io::write_file_atomic(files.pieces,
                           json{{"pieces", pieces}, {kOriginKey, record}}.dump(1) + "\n");
+    if (c.separate)
+      io::write_file_atomic(files.tgt_pieces,
+                            json{{"pieces", headcount_pieces(s.tgt_pieces, ids)}}.dump(1) + "\n");
     // Each SentencePiece model must load as the checkpoint will load it (beside the list).
     for (const auto& [from, to] :
          {std::pair{s.source_spm, files.src_model}, std::pair{s.target_spm, files.tgt_model}}) {
@@ -448,6 +460,41 @@ ImportResult import_marian(const fs::path& folder, const fs::path& out) {
     throw;
   }
   fs::remove_all(stage, ec);
+}
+
+}  // namespace
+
+ImportResult import_marian(const fs::path& folder, const fs::path& out) {
+  std::error_code ec;
+  HC_CHECK(fs::is_directory(folder, ec), "{}: not a folder", folder.string());
+  HC_CHECK(!fs::exists(out, ec) || fs::is_empty(out, ec),
+           "{} exists and is not empty: refusing to overwrite it", out.string());
+  const bool native = is_marian_native_folder(folder);
+  HC_CHECK(native || fs::exists(folder / "config.json", ec),
+           "{}: neither a Hugging Face MarianMT folder (config.json, model.safetensors or "
+           "pytorch_model.bin, source.spm, target.spm, vocab.json) nor Marian's own layout (a "
+           ".npz model with its vocab.yml, source.spm, target.spm, usually decoder.yml)",
+           folder.string());
+  MarianSource s = native ? read_marian_native(folder) : hf_source(folder);
+  const MarianConfig c = read_config(s.config, s.config_file);
+  if (s.pieces.empty()) s.pieces = read_vocab_json(s.vocab_file, c.vocab_size);
+  check_pieces(s.pieces, s.vocab_file, c, nullptr);
+  const int64_t unk = std::find(s.pieces.begin(), s.pieces.end(), "<unk>") - s.pieces.begin();
+  const auto ids = MarianIds::make(c.vocab_size, c.pad, c.eos, unk);
+  if (c.separate && s.tgt_pieces.empty()) {
+    s.tgt_vocab_file = folder / "target_vocab.json";
+    require_file(s.tgt_vocab_file);
+    s.tgt_pieces = read_vocab_json(s.tgt_vocab_file, c.vocab_size);
+  }
+  if (c.separate) check_pieces(s.tgt_pieces, s.tgt_vocab_file, c, &ids);
+  if (s.tensors.empty()) s.tensors = read_weights(folder, &s.weights_file);
+  const fs::path weights_file = s.weights_file;
+  Weights w(std::move(s.tensors), weights_file);  // s.tensors moved out; the rest of s is kept
+  const int64_t V = ids.size + 1;
+  model::Transformer m(c.model, c.arch, V, V);
+  fill_model(*m, w, c, ids);
+
+  write_checkpoint(out, folder, s, c, ids, m);
   ImportResult r;
   r.architecture = m->architecture();
   r.vocab_size = V;
@@ -529,17 +576,26 @@ double compare_with_reimport(const fs::path& folder, model::TransformerImpl& m, 
 }
 
 // Every tensor of the MarianMT state dict, in HF's names and Marian's id order.
+// Separate vocabularies: the encoder's and the decoder's embeddings under their own names, and
+// lm_head where the output matrix is not the decoder's embedding (`untied_output`).
 std::vector<std::pair<std::string, torch::Tensor>> marian_tensors(model::TransformerImpl* m,
                                                                   const ModelConfig& mc,
                                                                   const MarianIds& ids,
-                                                                  ExportMode mode) {
+                                                                  ExportMode mode, bool separate,
+                                                                  bool untied_output) {
   torch::NoGradGuard no_grad;
   const auto marian_order = torch::tensor(ids.to_headcount);
   std::vector<std::pair<std::string, torch::Tensor>> t;
-  t.emplace_back("final_logits_bias", m->output_bias.index_select(0, marian_order).unsqueeze(0));
-  t.emplace_back("model.shared.weight", m->src_embed->weight.index_select(0, marian_order));
-  if (!mc.tie_embeddings)
-    t.emplace_back("lm_head.weight", m->output_weight.index_select(0, marian_order));
+  auto rows = [&](const torch::Tensor& w) { return w.index_select(0, marian_order); };
+  t.emplace_back("final_logits_bias", rows(m->output_bias).unsqueeze(0));
+  if (separate) {
+    t.emplace_back("model.encoder.embed_tokens.weight", rows(m->src_embed->weight));
+    t.emplace_back("model.decoder.embed_tokens.weight", rows(m->tgt_embed->weight));
+    if (untied_output) t.emplace_back("lm_head.weight", rows(m->output_weight));
+  } else {
+    t.emplace_back("model.shared.weight", rows(m->src_embed->weight));
+    if (!mc.tie_embeddings) t.emplace_back("lm_head.weight", rows(m->output_weight));
+  }
   const bool native = mode == ExportMode::kNative;
   for (size_t i = 0; i < m->encoder_layers.size(); ++i) {
     const auto& L = *m->encoder_layers[i];
@@ -590,18 +646,26 @@ ExportResult export_marian(const fs::path& checkpoint, const fs::path& out, Expo
   HC_CHECK(info.tgt_vocab_size == ids.size + 1, "{}: {} pieces, the record says {} + 1",
            checkpoint.string(), info.tgt_vocab_size, ids.size);
   auto m = run::load_model(info, torch::kCPU);
-  const auto t = marian_tensors(m.get(), mc, ids, mode);
+  const bool separate = !info.vocab.tgt_pieces.empty();
+  // An import ties the output to the decoder's embedding as the folder did; training on keeps
+  // them apart (headcount's model has its own output matrix there), so lm_head is written then.
+  const bool untied_output = separate && !torch::equal(m->output_weight, m->tgt_embed->weight);
+  const auto t = marian_tensors(m.get(), mc, ids, mode, separate, untied_output);
   const bool native = mode == ExportMode::kNative;
   // config.json: the original, with the weights' own sizes; native: the per-layer heads.
   json config = origin.at("config_json");
+  if (untied_output) config["tie_word_embeddings"] = false;
   config["d_model"] = mc.d_model;
   config["encoder_ffn_dim"] = config["decoder_ffn_dim"] = mc.ffn_dim;
   config["activation_function"] = std::string(choice_name(mc.activation));
   config.erase("headcount_heads");
   if (native) config["headcount_heads"] = m->architecture().to_json();
-  json vocab = json::object();
-  const auto pieces = data::read_piece_list(info.vocab.pieces);
-  for (int64_t i = 0; i < ids.size; ++i) vocab[pieces[ids.to_headcount[i]]] = i;
+  auto vocab_of = [&](const fs::path& list) {
+    json vocab = json::object();
+    const auto pieces = data::read_piece_list(list);
+    for (int64_t i = 0; i < ids.size; ++i) vocab[pieces[ids.to_headcount[i]]] = i;
+    return vocab;
+  };
   // Everything in a staging folder, renamed into place at the end.
   const fs::path parent = out.parent_path().empty() ? fs::path(".") : out.parent_path();
   fs::create_directories(parent);
@@ -611,7 +675,10 @@ ExportResult export_marian(const fs::path& checkpoint, const fs::path& out, Expo
   try {
     model::write_safetensors(stage / "model.safetensors", {t, {{"format", "pt"}}});
     io::write_file_atomic(stage / "config.json", config.dump(2) + "\n");
-    io::write_file_atomic(stage / "vocab.json", vocab.dump(2) + "\n");
+    io::write_file_atomic(stage / "vocab.json", vocab_of(info.vocab.pieces).dump(2) + "\n");
+    if (separate)
+      io::write_file_atomic(stage / "target_vocab.json",
+                            vocab_of(info.vocab.tgt_pieces).dump(2) + "\n");
     if (origin.contains("tokenizer_config_json"))
       io::write_file_atomic(stage / "tokenizer_config.json",
                             origin["tokenizer_config_json"].dump(2) + "\n");

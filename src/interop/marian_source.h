@@ -23,7 +23,9 @@ struct MarianSource {
   nlohmann::json config;              // config.json, or what HF's converter makes of model.yml
   std::filesystem::path config_file;  // names the configuration in errors
   std::filesystem::path vocab_file;
-  std::vector<std::string> pieces;  // by Marian id; empty until read (HF: needs the config)
+  std::vector<std::string> pieces;       // by Marian id; empty until read (HF: needs the config)
+  std::filesystem::path tgt_vocab_file;  // separate vocabularies: the target side's
+  std::vector<std::string> tgt_pieces;
   std::map<std::string, torch::Tensor> tensors;  // HF's names, float32; empty until read
   std::filesystem::path weights_file;
   std::filesystem::path source_spm, target_spm;

@@ -260,7 +260,12 @@ std::vector<std::pair<fs::path, std::string>> vocab_entries(const data::VocabFil
   } else {
     out = {{vocab.src_model, "src.model"}, {vocab.tgt_model, "tgt.model"}};
   }
-  if (!vocab.pieces.empty()) out.emplace_back(vocab.pieces, data::kPieceListFile);
+  if (!vocab.tgt_pieces.empty()) {
+    out.emplace_back(vocab.pieces, data::piece_list_name("src"));
+    out.emplace_back(vocab.tgt_pieces, data::piece_list_name("tgt"));
+  } else if (!vocab.pieces.empty()) {
+    out.emplace_back(vocab.pieces, data::kPieceListFile);
+  }
   return out;
 }
 
@@ -472,6 +477,10 @@ CheckpointInfo read_checkpoint_info(const fs::path& dir) {
   info.vocab.tgt_model = dir / "vocab" / (info.vocab.joint ? "joint.model" : "tgt.model");
   if (fs::exists(dir / "vocab" / data::kPieceListFile, ec))
     info.vocab.pieces = dir / "vocab" / data::kPieceListFile;
+  if (fs::exists(dir / "vocab" / data::piece_list_name("tgt"), ec)) {
+    info.vocab.pieces = dir / "vocab" / data::piece_list_name("src");
+    info.vocab.tgt_pieces = dir / "vocab" / data::piece_list_name("tgt");
+  }
   const fs::path meta_file = dir / "meta.json";
   info.vocab_fnv1a = string_map(meta, "vocab_fnv1a", meta_file);
   info.corpus_xxh64 = string_map(meta, "corpus_xxh64", meta_file);

@@ -128,9 +128,12 @@ void Trainer::check_same_inputs(const run::CheckpointInfo& info) const {
              meta.string(), consequence, info.dir.string());
   }
   for (const auto& [name, recorded] : info.vocab_fnv1a) {
-    const fs::path ours = name == "tgt.model"            ? inputs_.vocab_files.tgt_model
-                          : name == data::kPieceListFile ? inputs_.vocab_files.pieces
-                                                         : inputs_.vocab_files.src_model;
+    const auto& v = inputs_.vocab_files;
+    const fs::path ours = name == "tgt.model"                        ? v.tgt_model
+                          : name == data::piece_list_name("tgt")     ? v.tgt_pieces
+                          : name == data::kPieceListFile ||
+                                    name == data::piece_list_name("src") ? v.pieces
+                                                                         : v.src_model;
     const std::string now = io::hex64(io::hash_file(ours));
     if (now == recorded) continue;
     const fs::path cache = ours.parent_path();

@@ -1,11 +1,13 @@
 #!/usr/bin/python3
-"""Marian's native checkpoint layout (model.npz, vocab.yml, decoder.yml, source.spm, target.spm, as
-OPUS-MT releases its models) for the tiny random MarianMT model of tests/data/marian-tiny, with the
-outputs of the independent float64 reference of marian_reference.py on it; and small .npz files
-that check headcount's NumPy reader.
+"""Variants of the tiny random MarianMT model of tests/data/marian-tiny, with the outputs of the
+independent float64 reference of marian_reference.py on each: Marian's native checkpoint layout
+(model.npz, vocab.yml, decoder.yml, source.spm, target.spm, as OPUS-MT releases its models); a
+Hugging Face folder with separate source and target vocabularies (vocab.json, target_vocab.json,
+share_encoder_decoder_embeddings false); and small .npz files that check headcount's NumPy reader.
 
-Usage: marian_npz_reference.py TINY OUTDIR NPZDIR
-       (normally tests/data/marian-tiny tests/data/marian-tiny-npz tests/data/npz)
+Usage: marian_npz_reference.py TINY OUTDIR NPZDIR SEPARATEDIR
+       (normally tests/data/marian-tiny tests/data/marian-tiny-npz tests/data/npz
+        tests/data/marian-tiny-separate)
 
 The layout is the inverse of transformers' convert_marian_to_pytorch.py (the commit in
 marian_reference.HF_SOURCES), written from it and from Marian's own naming (no code of theirs used):
@@ -211,12 +213,116 @@ def write_npz_fixtures(out):
     np.savez(os.path.join(out, 'big-endian.npz'), swapped=np.array([1.0, 2.0], dtype='>f4'))
 
 
+SEPARATE_SEED = 31
+
+
+def greedy_two(src_ids, p_enc, p_dec, pos, pad):
+    """marian_reference.greedy with the encoder's and the decoder's parameters apart (their token
+    embeddings differ): start from pad, <pad> banned, stop after </s> or GREEDY_STEPS tokens."""
+    src = torch.tensor([src_ids])
+    mask = torch.ones_like(src)
+    enc = ref.encoder(src, mask, p_enc, pos)
+    out, margins = [pad], []
+    for _ in range(ref.GREEDY_STEPS):
+        logits = ref.decoder_logits(torch.tensor([out]), enc, mask, p_dec, pos)[0, -1]
+        logits[pad] = float('-inf')
+        top2 = torch.topk(logits, 2).values
+        margins.append(float(top2[0] - top2[1]))
+        out.append(int(logits.argmax()))
+        if out[-1] == ref.EOS:
+            break
+    return out, min(margins)
+
+
+def write_separate_folder(tiny, out):
+    """marian-tiny with separate vocabularies: vocab.json (source) is marian-tiny's, target_vocab.json
+    gives the same pieces other ids (a fixed shuffle of all but </s> 0, <unk> 1 and <pad>); the encoder
+    keeps marian-tiny's embeddings, the decoder has its own (marian-tiny's row of each piece, scaled,
+    plus noise), tied to the output as HF ties lm_head to the decoder's embed_tokens; the logit bias
+    follows the target ids."""
+    import random
+    os.makedirs(out, exist_ok=True)
+    st, _ = ref.read_safetensors(os.path.join(tiny, 'model.safetensors'))
+    with open(os.path.join(tiny, 'vocab.json'), encoding='utf-8') as f:
+        vocab = json.load(f)
+    with open(os.path.join(tiny, 'config.json'), encoding='utf-8') as f:
+        config = json.load(f)
+    V, pad = len(vocab), vocab['<pad>']
+    movable = list(range(2, V - 1))
+    shuffled = movable[:]
+    random.Random(SEPARATE_SEED).shuffle(shuffled)
+    tgt_id = {0: 0, 1: 1, pad: pad}
+    tgt_id.update(dict(zip(movable, shuffled)))          # source id -> target id of the same piece
+    target_vocab = {piece: tgt_id[i] for piece, i in vocab.items()}
+    order = [0] * V                                      # target id -> source id
+    for s_id, t_id in tgt_id.items():
+        order[t_id] = s_id
+    shared = st['model.shared.weight']
+    noise = ref.ParamMaker(SEPARATE_SEED).normal((V, ref.D_MODEL), 0.0, 0.1)
+    dec_embed = shared[order] * 0.8 + noise
+    bias = st['final_logits_bias'][:, order]
+    tensors = {k: v for k, v in st.items() if k not in ('model.shared.weight', 'final_logits_bias')}
+    tensors['model.encoder.embed_tokens.weight'] = shared
+    tensors['model.decoder.embed_tokens.weight'] = dec_embed
+    tensors['final_logits_bias'] = bias
+    ref.write_safetensors(os.path.join(out, 'model.safetensors'), tensors, {'format': 'pt'})
+    config['share_encoder_decoder_embeddings'] = False
+    with open(os.path.join(out, 'config.json'), 'w', encoding='utf-8') as f:
+        json.dump(config, f, indent=2)
+        f.write('\n')
+    for name, v in (('vocab.json', vocab), ('target_vocab.json', target_vocab)):
+        with open(os.path.join(out, name), 'w', encoding='utf-8') as f:
+            json.dump(v, f, ensure_ascii=False, indent=2)
+            f.write('\n')
+    with open(os.path.join(out, 'tokenizer_config.json'), 'w', encoding='utf-8') as f:
+        json.dump({'source_lang': 'es', 'target_lang': 'en', 'separate_vocabs': True}, f, indent=2)
+        f.write('\n')
+    for name in ('source.spm', 'target.spm'):
+        with open(os.path.join(tiny, name), 'rb') as a, open(os.path.join(out, name), 'wb') as b:
+            b.write(a.read())
+
+    with open(os.path.join(tiny, 'reference.json'), encoding='utf-8') as f:
+        tiny_ref = json.load(f)
+    pos = ref.sinusoidal_table(ref.MAX_POS, ref.D_MODEL).double()
+    base = {k: v.double() for k, v in st.items()}
+    p_enc = dict(base, **{'model.shared.weight': shared.double()})
+    p_dec = dict(base, **{'model.shared.weight': dec_embed.double(), 'final_logits_bias': bias.double()})
+    cases = []
+    for c in tiny_ref['cases']:
+        labels = [target_vocab.get(piece, ref.UNK) for piece in c['target_pieces']] + [ref.EOS]
+        dec_in = [pad] + labels[:-1]
+        src = torch.tensor([c['input_ids']])
+        mask = torch.ones_like(src)
+        with torch.no_grad():
+            enc = ref.encoder(src, mask, p_enc, pos)
+            logits = ref.decoder_logits(torch.tensor([dec_in]), enc, mask, p_dec, pos)
+            g_ids, g_margin = greedy_two(c['input_ids'], p_enc, p_dec, pos, pad)
+        assert g_margin >= 1e-3, (c['source'], g_margin)
+        cases.append({'source': c['source'], 'input_ids': c['input_ids'], 'target': c['target'],
+                      'target_pieces': c['target_pieces'], 'labels': labels,
+                      'decoder_input_ids': dec_in, 'logits': ref.rows(logits[0]),
+                      'greedy': {'output_ids': g_ids, 'stopped_at_eos': g_ids[-1] == ref.EOS,
+                                 'min_top2_margin': g_margin}})
+    reference = {
+        'description': 'Reference outputs of the separate-vocabulary MarianMT folder in this '
+                       'directory; float64 logits (target ids) from the float32 weights by '
+                       'tests/reference/marian_reference.py\'s forward pass.',
+        'generator': 'tests/reference/marian_npz_reference.py',
+        'vocab_size': V, 'pad_token_id': pad, 'eos_token_id': ref.EOS, 'unk_token_id': ref.UNK,
+        'greedy_max_new_tokens': ref.GREEDY_STEPS,
+        'cases': cases,
+    }
+    with open(os.path.join(out, 'reference.json'), 'w', encoding='utf-8') as f:
+        f.write(ref.to_json(reference) + '\n')
+
+
 def main():
-    if len(sys.argv) != 4:
+    if len(sys.argv) != 5:
         sys.exit(__doc__)
     torch.set_num_threads(1)
     write_marian_folder(sys.argv[1], sys.argv[2])
     write_npz_fixtures(sys.argv[3])
+    write_separate_folder(sys.argv[1], sys.argv[4])
 
 
 if __name__ == '__main__':

@@ -24,12 +24,18 @@ inline constexpr int kEosId = 3;
 
 // The piece list of an imported model (a Marian vocab.json), beside its SentencePiece models in
 // a checkpoint's vocab/: the model's ids are positions in this list, not the SentencePiece
-// model's own ids. Ids 0-3 are headcount's specials whatever their names.
+// model's own ids. Ids 0-3 are headcount's specials whatever their names. One list for both sides
+// (kPieceListFile), or one per side (separate vocabularies: "src.pieces.json" beside src.model,
+// "tgt.pieces.json" beside tgt.model; piece_list_name gives the name for a model's stem).
 inline constexpr const char* kPieceListFile = "pieces.json";
+inline std::string piece_list_name(const std::string& model_stem) {
+  return model_stem + ".pieces.json";
+}
 
 class Vocab {
  public:
-  // A SentencePiece model; with a piece list (kPieceListFile) beside it, text is split into pieces
+  // A SentencePiece model; with a piece list beside it (STEM.pieces.json, else kPieceListFile),
+  // text is split into pieces
   // by the model and each piece takes its id from the list (MarianTokenizer's rule: a piece not in
   // the list is <unk>; no <s>), and decoding drops the specials and joins the pieces back.
   static Vocab load(const fs::path& model_file);
@@ -61,7 +67,9 @@ std::vector<std::string> read_piece_list(const fs::path& file);
 struct VocabFiles {
   fs::path src_model;  // equal to tgt_model when joint
   fs::path tgt_model;
-  fs::path pieces;  // kPieceListFile beside the models (imported models), or empty
+  fs::path pieces;      // kPieceListFile beside the models (imported models), or empty; with
+                        // tgt_pieces, the source side's list
+  fs::path tgt_pieces;  // the target side's list (imported models with separate vocabularies)
   bool joint = true;
   bool from_cache = false;
 };
