@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Keeps what travels to a device-tool GPU machine within its 64 MiB (tracked and untracked files
+# plus the carried build-gpu-deps.tar.xz): the checkout alone is ~58 MB with the archive's 13 MB on
+# top. `out` moves the experiments' kept translations (*.hyp.txt) that no test or script of the
+# GPU check reads (all but voita-table-cpu's baseline/, records/ and records-target/, which the Docs
+# tests read) to a folder outside the checkout and prints the size that then travels; `back` puts
+# them back. Run `back` right after the device calls: nothing of them may be committed missing.
+#   bash scripts/gpu_trim.sh out|back [STASH]        (STASH default: /tmp/headcount-gpu-trim)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+stash=${2:-/tmp/headcount-gpu-trim}
+case ${1:-} in
+  out)
+    mkdir -p "$stash"
+    git ls-files 'experiments/*.hyp.txt' |
+      grep -v -e '^experiments/voita-table-cpu/baseline/' -e '^experiments/voita-table-cpu/records/' \
+        -e '^experiments/voita-table-cpu/records-target/' |
+      while read -r f; do
+        [ -f "$f" ] || continue
+        mkdir -p "$stash/$(dirname "$f")"
+        mv "$f" "$stash/$f"
+      done
+    tracked=$(git ls-files | while read -r f; do [ -f "$f" ] && stat -c %s "$f"; done |
+      awk '{s += $1} END {print s + 0}')
+    archive=$(stat -c %s build-gpu-deps.tar.xz 2>/dev/null || echo 0)
+    echo "[gpu-trim] moved to $stash; tracked files $tracked + archive $archive =" \
+      "$((tracked + archive)) bytes of 67108864"
+    ;;
+  back)
+    [ -d "$stash" ] || { echo "[gpu-trim] nothing in $stash"; exit 0; }
+    (cd "$stash" && find . -type f) | while read -r f; do
+      mkdir -p "$(dirname "$f")"
+      mv "$stash/$f" "$f"
+    done
+    git status --short experiments | grep '^ D' && { echo "[gpu-trim] files still missing"; exit 1; }
+    echo "[gpu-trim] restored"
+    ;;
+  *) echo "usage: $0 out|back [STASH]" >&2; exit 2 ;;
+esac
