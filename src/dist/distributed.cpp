@@ -25,6 +25,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 
+#include <csignal>
 #include <cstdlib>
 #include <optional>
 
@@ -293,6 +294,12 @@ std::shared_ptr<Communicator> gloo_communicator(const std::string& backend,
 std::shared_ptr<Communicator> connect(const Environment& e, const torch::Device& device,
                                       std::chrono::seconds timeout) {
   const std::string backend = checked_backend(device);
+  // A peer that dies leaves its sockets closed: the store's and Gloo's next write to them would
+  // raise SIGPIPE and kill this process silently (as a Python process, which ignores SIGPIPE,
+  // never is). Ignored, the write fails with EPIPE, which the group reports as an error naming
+  // the peer (see GroupCommunicator). Only a distributed run ignores it: elsewhere `| head`
+  // should still end headcount.
+  std::signal(SIGPIPE, SIG_IGN);
   const c10::intrusive_ptr<c10d::Store> store = rendezvous(e, timeout);
   const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(timeout);
 #if HEADCOUNT_WITH_NCCL
