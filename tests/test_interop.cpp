@@ -76,15 +76,21 @@ torch::Tensor marian_order(const torch::Tensor& logits) {
   return logits.index_select(-1, torch::tensor(ids().to_headcount)).to(torch::kFloat64);
 }
 
-// The fixture imported once per test binary (safetensors).
-const fs::path& imported() {
+// A fixture folder (tests/data/NAME) imported once per test binary.
+const fs::path& imported_fixture(const std::string& name) {
   static TempDir dir;
-  static const fs::path out = [] {
-    const fs::path p = dir.path() / "ckpt";
-    interop::import_marian(testing::test_data("marian-tiny"), p);
-    return p;
-  }();
-  return out;
+  static std::map<std::string, fs::path> done;
+  auto it = done.find(name);
+  if (it == done.end()) {
+    const fs::path p = dir.path() / name;
+    interop::import_marian(testing::test_data(name), p);
+    it = done.emplace(name, p).first;
+  }
+  return it->second;
+}
+
+const fs::path& imported() {
+  return imported_fixture("marian-tiny");
 }
 
 model::Transformer load(const fs::path& checkpoint) {
@@ -202,18 +208,23 @@ std::map<std::string, torch::Tensor> tensors(const fs::path& folder) {
   return out;
 }
 
+// The folder's model.safetensors holds exactly `want`'s tensors, bit for bit.
+void expect_same_tensors(const std::map<std::string, torch::Tensor>& want, const fs::path& folder) {
+  const auto got = tensors(folder);
+  ASSERT_EQ(got.size(), want.size()) << folder.string();
+  for (const auto& [name, t] : want) {
+    ASSERT_TRUE(got.count(name)) << name;
+    EXPECT_TRUE(torch::equal(got.at(name), t)) << name;
+  }
+}
+
 TEST(MarianExport, ImportThenExportGivesBackTheSameFolder) {
   TempDir dir;
   const auto r =
       interop::export_marian(imported(), dir.path() / "hf", interop::ExportMode::kCompatible);
   EXPECT_EQ(r.architecture.summary(), "8/8/8");
   const auto orig = tensors(testing::test_data("marian-tiny"));
-  const auto back = tensors(dir.path() / "hf");
-  ASSERT_EQ(orig.size(), back.size());
-  for (const auto& [name, t] : orig) {
-    ASSERT_TRUE(back.count(name)) << name;
-    EXPECT_TRUE(torch::equal(back.at(name), t)) << name;
-  }
+  expect_same_tensors(orig, dir.path() / "hf");
   const fs::path ref = testing::test_data("marian-tiny");
   EXPECT_EQ(json::parse(io::read_file(dir.path() / "hf" / "vocab.json")),
             json::parse(io::read_file(ref / "vocab.json")));
@@ -393,6 +404,30 @@ TEST(MarianImport, RelevanceRefusesNonReluModels) {
   EXPECT_NE(e.find("model.activation is swish"), std::string::npos) << e;
 }
 
+// The reference's teacher-forced logits (within 1e-4) and greedy decodes of every case, by a model
+// whose ids are Marian's through ids(); returns the largest logit difference.
+double expect_reference_outputs(model::Transformer& m, const json& reference) {
+  torch::NoGradGuard ng;
+  const int64_t steps = reference["greedy_max_new_tokens"].get<int64_t>();
+  double worst = 0;
+  for (const auto& c : reference["cases"]) {
+    const auto src = row(to_headcount(c["input_ids"]));
+    const auto logits = m->forward(src, row(to_headcount(c["decoder_input_ids"])));
+    const auto diff = (marian_order(logits[0]) - tensor_of(c["logits"])).abs().max().item<double>();
+    EXPECT_LT(diff, 1e-4) << c["source"];
+    worst = std::max(worst, diff);
+    decode::TransformerStepper stepper(m, src, 1);
+    const auto hyp = decode::greedy_search(stepper, {steps});
+    // The reference's output starts with the decoder start (pad) and keeps </s>; headcount's
+    // hypothesis has neither.
+    auto want = to_headcount(c["greedy"]["output_ids"]);
+    want.erase(want.begin());
+    if (c["greedy"]["stopped_at_eos"].get<bool>()) want.pop_back();
+    EXPECT_EQ(hyp[0].tokens, want) << c["source"];
+  }
+  return worst;
+}
+
 // --- NumPy .npz (Marian's checkpoint format) -----------------------------------------------------
 
 // tests/data/npz: the same arrays stored and deflated by numpy, described in arrays.json.
@@ -474,35 +509,14 @@ const json& npz_reference() {
 }
 
 const fs::path& imported_npz() {
-  static TempDir dir;
-  static const fs::path out = [] {
-    const fs::path p = dir.path() / "ckpt";
-    interop::import_marian(testing::test_data("marian-tiny-npz"), p);
-    return p;
-  }();
-  return out;
+  return imported_fixture("marian-tiny-npz");
 }
 
 TEST(MarianNativeImport, LogitsAndGreedyDecodesMatchTheReference) {
   auto m = load(imported_npz());
   EXPECT_EQ(m->architecture().summary(), "8/8/8");
   EXPECT_EQ(m->config().activation, Activation::kSwish);
-  torch::NoGradGuard ng;
-  double worst = 0;
-  const int64_t steps = npz_reference()["greedy_max_new_tokens"].get<int64_t>();
-  for (const auto& c : npz_reference()["cases"]) {
-    const auto src = row(to_headcount(c["input_ids"]));
-    const auto logits = m->forward(src, row(to_headcount(c["decoder_input_ids"])));
-    const auto diff = (marian_order(logits[0]) - tensor_of(c["logits"])).abs().max().item<double>();
-    EXPECT_LT(diff, 1e-4) << c["source"];
-    worst = std::max(worst, diff);
-    decode::TransformerStepper stepper(m, src, 1);
-    const auto hyp = decode::greedy_search(stepper, {steps});
-    auto want = to_headcount(c["greedy"]["output_ids"]);
-    want.erase(want.begin());
-    if (c["greedy"]["stopped_at_eos"].get<bool>()) want.pop_back();
-    EXPECT_EQ(hyp[0].tokens, want) << c["source"];
-  }
+  const double worst = expect_reference_outputs(m, npz_reference());
   std::printf("Marian .npz import: max |logit - reference| over the cases: %.3g\n", worst);
   // The same tokenisation as the HF folder's import (the same SentencePiece models and pieces).
   const auto a = run::read_checkpoint_info(imported_npz());
@@ -534,12 +548,7 @@ TEST(MarianNativeImport, ExportsToTheHuggingFaceLayoutAsTheirConverterDoes) {
   auto orig = tensors(tiny);
   orig.at("model.shared.weight")[121].zero_();
   orig.at("final_logits_bias")[0][121].zero_();
-  const auto back = tensors(dir.path() / "hf");
-  ASSERT_EQ(orig.size(), back.size());
-  for (const auto& [name, t] : orig) {
-    ASSERT_TRUE(back.count(name)) << name;
-    EXPECT_TRUE(torch::equal(back.at(name), t)) << name;
-  }
+  expect_same_tensors(orig, dir.path() / "hf");
 }
 
 // A copy of the model.npz with special:model.yml replaced by `yml` (a zip written with minizip).
@@ -611,7 +620,13 @@ TEST(MarianNativeImport, MalformedFoldersAreClearErrors) {
   e = error([](const fs::path& f) {
     io::write_file_atomic(f / "decoder.yml", "models: [model.npz]\nvocabs: [a.yml, b.yml]\n");
   });
-  EXPECT_TRUE(has(e, "decoder.yml: separate source and target vocabularies")) << e;
+  EXPECT_TRUE(has(e, "a.yml: missing")) << e;
+  e = error([](const fs::path& f) {
+    fs::copy_file(f / "vocab.yml", f / "other.yml");
+    io::write_file_atomic(f / "decoder.yml",
+                          "models: [model.npz]\nvocabs: [vocab.yml, other.yml]\n");
+  });
+  EXPECT_TRUE(has(e, "but one embedding for both sides")) << e;
   e = error([](const fs::path& f) {
     fs::remove(f / "decoder.yml");
     fs::copy_file(f / "model.npz", f / "other.npz");
@@ -625,7 +640,8 @@ TEST(MarianNativeImport, MalformedFoldersAreClearErrors) {
   EXPECT_TRUE(has(e, "model.npz: encoder_l1_ffn_W1 has shape [16, 32], model.yml gives [16, 48]"))
       << e;
   e = error(replace("tied-embeddings-all: true", "tied-embeddings-all: false"));
-  EXPECT_TRUE(has(e, "tied-embeddings-src false")) << e;
+  // Separate embeddings (tied-embeddings-src is false in the fixture) that the file lacks.
+  EXPECT_TRUE(has(e, "model.npz: no array encoder_Wemb (expected shape [121, 16])")) << e;
   e = error([](const fs::path& f) {
     std::string v = io::read_file(f / "vocab.yml");
     v.erase(v.find("\"<unk>\": 1\n"), 11);
@@ -662,29 +678,16 @@ TEST(MarianSeparateVocabularies, TokenisationLogitsAndGreedyDecodesMatchTheRefer
   const auto tgt_vocab = data::Vocab::load(info.vocab.tgt_model);
   auto m = load(dir.path() / "ckpt");
   EXPECT_FALSE(m->config().tie_embeddings);
-  torch::NoGradGuard ng;
-  const int64_t steps = r["greedy_max_new_tokens"].get<int64_t>();
-  double worst = 0;
+  // Each side's text through its own vocabulary.
   for (const auto& c : r["cases"]) {
-    // Each side's text through its own vocabulary.
     auto s = src_vocab.encode(c["source"].get<std::string>());
     s.push_back(data::kEosId);
     EXPECT_EQ(std::vector<int64_t>(s.begin(), s.end()), to_headcount(c["input_ids"]));
     auto t = tgt_vocab.encode(c["target"].get<std::string>());
     t.push_back(data::kEosId);
     EXPECT_EQ(std::vector<int64_t>(t.begin(), t.end()), to_headcount(c["labels"])) << c["target"];
-    const auto src = row(to_headcount(c["input_ids"]));
-    const auto logits = m->forward(src, row(to_headcount(c["decoder_input_ids"])));
-    const auto diff = (marian_order(logits[0]) - tensor_of(c["logits"])).abs().max().item<double>();
-    EXPECT_LT(diff, 1e-4) << c["source"];
-    worst = std::max(worst, diff);
-    decode::TransformerStepper stepper(m, src, 1);
-    const auto hyp = decode::greedy_search(stepper, {steps});
-    auto want = to_headcount(c["greedy"]["output_ids"]);
-    want.erase(want.begin());
-    if (c["greedy"]["stopped_at_eos"].get<bool>()) want.pop_back();
-    EXPECT_EQ(hyp[0].tokens, want) << c["source"];
   }
+  const double worst = expect_reference_outputs(m, r);
   std::printf("separate vocabularies: max |logit - reference| over the cases: %.3g\n", worst);
 }
 
@@ -708,12 +711,8 @@ TEST(MarianSeparateVocabularies, ExportGivesBackTheFolderAndErrorsNameTheFile) {
       interop::export_marian(dir.path() / "ckpt", dir.path() / "hf", interop::ExportMode::kNative);
   EXPECT_EQ(r.max_abs_logit_diff, 0.0);
   const auto orig = tensors(src_dir);
-  const auto back = tensors(dir.path() / "hf");
-  ASSERT_EQ(orig.size(), back.size());  // no lm_head: still tied to the decoder's embedding
-  for (const auto& [name, t] : orig) {
-    ASSERT_TRUE(back.count(name)) << name;
-    EXPECT_TRUE(torch::equal(back.at(name), t)) << name;
-  }
+  // No lm_head: the output is still the decoder's embedding (tied).
+  expect_same_tensors(orig, dir.path() / "hf");
   for (const char* f : {"vocab.json", "target_vocab.json", "tokenizer_config.json"})
     EXPECT_EQ(json::parse(io::read_file(dir.path() / "hf" / f)),
               json::parse(io::read_file(src_dir / f)))
@@ -741,6 +740,44 @@ TEST(MarianSeparateVocabularies, ExportGivesBackTheFolderAndErrorsNameTheFile) {
   });
   EXPECT_NE(e.find("target_vocab.json: id 1 is"), std::string::npos) << e;
   EXPECT_NE(e.find("must give the specials the same ids"), std::string::npos) << e;
+}
+
+// tests/data/marian-tiny-separate-npz: marian-tiny-separate in Marian's layout (*.src.vocab.yml,
+// *.trg.vocab.yml, encoder_Wemb and decoder_Wemb), reference outputs of HF's conversion of it.
+TEST(MarianSeparateVocabularies, MarianLayoutMatchesTheReferenceAndExportsAsHfConverts) {
+  TempDir dir;
+  const fs::path src_dir = testing::test_data("marian-tiny-separate-npz");
+  const json r = json::parse(io::read_file(src_dir / "reference.json"));
+  interop::import_marian(src_dir, dir.path() / "ckpt");
+  const auto info = run::read_checkpoint_info(dir.path() / "ckpt");
+  ASSERT_FALSE(info.vocab.tgt_pieces.empty());
+  const auto tgt_vocab = data::Vocab::load(info.vocab.tgt_model);
+  auto m = load(dir.path() / "ckpt");
+  const json sep =
+      json::parse(io::read_file(testing::test_data("marian-tiny-separate") / "reference.json"));
+  for (size_t i = 0; i < r["cases"].size(); ++i) {
+    auto t = tgt_vocab.encode(sep["cases"][i]["target"].get<std::string>());
+    t.push_back(data::kEosId);
+    EXPECT_EQ(std::vector<int64_t>(t.begin(), t.end()), to_headcount(r["cases"][i]["labels"]));
+  }
+  expect_reference_outputs(m, r);
+  // Exported: marian-tiny-separate's folder with the <pad> rows and logit bias zero.
+  const auto e = interop::export_marian(dir.path() / "ckpt", dir.path() / "hf",
+                                        interop::ExportMode::kCompatible);
+  EXPECT_EQ(e.max_abs_logit_diff, 0.0);
+  const fs::path hf_dir = testing::test_data("marian-tiny-separate");
+  auto orig = tensors(hf_dir);
+  orig.at("model.encoder.embed_tokens.weight")[121].zero_();
+  orig.at("model.decoder.embed_tokens.weight")[121].zero_();
+  orig.at("final_logits_bias")[0][121].zero_();
+  expect_same_tensors(orig, dir.path() / "hf");
+  for (const char* f : {"vocab.json", "target_vocab.json"})
+    EXPECT_EQ(json::parse(io::read_file(dir.path() / "hf" / f)),
+              json::parse(io::read_file(hf_dir / f)))
+        << f;
+  const auto config = json::parse(io::read_file(dir.path() / "hf" / "config.json"));
+  EXPECT_EQ(config.at("share_encoder_decoder_embeddings"), false);
+  EXPECT_EQ(config.at("tie_word_embeddings"), true);
 }
 
 }  // namespace

@@ -678,17 +678,6 @@ void apply_node(Config& config, std::map<std::string, std::string>& origins, con
   }
 }
 
-YAML::Node parse_yaml(const std::string& text, const std::string& origin) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(text);
-  } catch (const YAML::ParserException& e) {
-    HC_FAIL("{}:{}:{}: YAML syntax error: {}", origin, e.mark.line + 1, e.mark.column + 1, e.msg);
-  }
-  check_unique_keys(root, origin);
-  return root;
-}
-
 // yaml-cpp shares an aliased node instead of copying it, but every walk over the tree visits it
 // once per alias: nested aliases ("billion laughs") make a few lines into billions of nodes. A
 // walk counts what it visits; a file within kMaxConfigBytes without aliases has fewer nodes
@@ -726,6 +715,17 @@ void check_unique_keys(const YAML::Node& node, const std::string& origin, size_t
 void check_unique_keys(const YAML::Node& node, const std::string& origin) {
   size_t visited = 0;
   check_unique_keys(node, origin, visited);
+}
+
+YAML::Node parse_yaml(const std::string& text, const std::string& origin) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::ParserException& e) {
+    HC_FAIL("{}:{}:{}: YAML syntax error: {}", origin, e.mark.line + 1, e.mark.column + 1, e.msg);
+  }
+  check_unique_keys(root, origin);
+  return root;
 }
 
 std::vector<ConfigKeyInfo> config_keys() {

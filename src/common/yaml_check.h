@@ -11,4 +11,7 @@ namespace headcount {
 // "origin:line" of both: yaml-cpp keeps both entries and a reader would take one silently.
 void check_unique_keys(const YAML::Node& node, const std::string& origin);
 
+// `text` parsed, its keys checked as above; a syntax error names "origin:line:column".
+YAML::Node parse_yaml(const std::string& text, const std::string& origin);
+
 }  // namespace headcount

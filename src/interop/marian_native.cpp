@@ -25,17 +25,6 @@ namespace {
 constexpr size_t kMaxVocabBytes = size_t{64} << 20;
 constexpr const char* kModelYml = "special:model.yml";
 
-YAML::Node load_yaml(const std::string& text, const std::string& origin) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(text);
-  } catch (const YAML::ParserException& e) {
-    HC_FAIL("{}:{}:{}: YAML syntax error: {}", origin, e.mark.line + 1, e.mark.column + 1, e.msg);
-  }
-  check_unique_keys(root, origin);
-  return root;
-}
-
 // A scalar of model.yml as T (Marian writes every value as a plain scalar).
 template <typename T>
 T scalar(const YAML::Node& cfg, const char* key, const std::string& origin,
@@ -89,7 +78,7 @@ void check_assumptions(const YAML::Node& cfg, const std::string& origin) {
 // vocab.yml: piece -> id, every id of [0, n) once. Returns the pieces by id.
 std::vector<std::string> read_vocab_yml(const fs::path& file) {
   const auto root =
-      load_yaml(io::read_file_bounded(file, kMaxVocabBytes, "a Marian vocabulary"), file.string());
+      parse_yaml(io::read_file_bounded(file, kMaxVocabBytes, "a Marian vocabulary"), file.string());
   HC_CHECK(root.IsMap(), "{}: expected a mapping of piece -> id", file.string());
   std::vector<std::string> pieces(root.size());
   std::vector<bool> seen(root.size(), false);
@@ -111,45 +100,56 @@ std::vector<std::string> read_vocab_yml(const fs::path& file) {
   return pieces;
 }
 
-// The model and vocabulary files: decoder.yml's, else the folder's only candidates.
-std::pair<fs::path, fs::path> model_and_vocab(const fs::path& folder) {
+// The model file and the source and target vocabularies (one file twice when joint):
+// decoder.yml's, else the folder's only candidates (separate ones named *src.vocab.yml and
+// *trg.vocab.yml, as OPUS-MT names them).
+struct ModelFiles {
+  fs::path model, src_vocab, tgt_vocab;
+};
+
+ModelFiles model_files(const fs::path& folder) {
   std::error_code ec;
   const fs::path decoder = folder / "decoder.yml";
   if (fs::is_regular_file(decoder, ec)) {
-    const auto d = load_yaml(io::read_file_bounded(decoder, io::kMaxConfigBytes, "decoder.yml"),
-                             decoder.string());
+    const auto d = parse_yaml(io::read_file_bounded(decoder, io::kMaxConfigBytes, "decoder.yml"),
+                              decoder.string());
     HC_CHECK(d["models"] && d["models"].IsSequence() && d["models"].size() == 1,
              "{}: expected \"models:\" with one model file (an ensemble is not imported)",
              decoder.string());
     HC_CHECK(d["vocabs"] && d["vocabs"].IsSequence() && d["vocabs"].size() == 2,
              "{}: expected \"vocabs:\" with the source and the target vocabulary",
              decoder.string());
-    const auto src = d["vocabs"][0].as<std::string>(), tgt = d["vocabs"][1].as<std::string>();
-    HC_CHECK(src == tgt,
-             "{}: separate source and target vocabularies ({} and {}): not supported by the "
-             "import yet (OPUS-MT's models share one)",
-             decoder.string(), src, tgt);
     // Marian resolves relative names against the folder of decoder.yml (relative-paths).
-    auto in_folder = [&](const std::string& name) {
-      const fs::path p(name);
+    auto in_folder = [&](const YAML::Node& name) {
+      const fs::path p(name.as<std::string>());
       return p.is_absolute() ? p : folder / p.filename();
     };
-    return {in_folder(d["models"][0].as<std::string>()), in_folder(src)};
+    return {in_folder(d["models"][0]), in_folder(d["vocabs"][0]), in_folder(d["vocabs"][1])};
   }
-  std::vector<fs::path> models, vocabs;
+  std::vector<fs::path> models, vocabs, src, tgt;
+  auto ends_with = [](const std::string& name, const std::string& tail) {
+    return name.size() >= tail.size() &&
+           name.compare(name.size() - tail.size(), tail.size(), tail) == 0;
+  };
   for (const auto& e : fs::directory_iterator(folder)) {
     const std::string name = e.path().filename().string();
     if (e.path().extension() == ".npz") models.push_back(e.path());
-    if (name.size() >= 9 && name.compare(name.size() - 9, 9, "vocab.yml") == 0)
+    if (ends_with(name, "src.vocab.yml"))
+      src.push_back(e.path());
+    else if (ends_with(name, "trg.vocab.yml"))
+      tgt.push_back(e.path());
+    else if (ends_with(name, "vocab.yml"))
       vocabs.push_back(e.path());
   }
   HC_CHECK(models.size() == 1,
            "{}: {} *.npz files and no decoder.yml to say which model to import (expected one)",
            folder.string(), models.size());
-  HC_CHECK(vocabs.size() == 1,
-           "{}: {} *vocab.yml files and no decoder.yml (expected one joint vocabulary)",
-           folder.string(), vocabs.size());
-  return {models[0], vocabs[0]};
+  if (vocabs.empty() && src.size() == 1 && tgt.size() == 1) return {models[0], src[0], tgt[0]};
+  HC_CHECK(vocabs.size() == 1 && src.empty() && tgt.empty(),
+           "{}: {} *vocab.yml files and no decoder.yml (expected one joint vocabulary, or one "
+           "*src.vocab.yml and one *trg.vocab.yml)",
+           folder.string(), vocabs.size() + src.size() + tgt.size());
+  return {models[0], vocabs[0], vocabs[0]};
 }
 
 // Marian's tensors under HF's names, shapes checked against model.yml.
@@ -226,6 +226,7 @@ std::string model_yml_text(const std::map<std::string, torch::Tensor>& npz, cons
 // The architecture of model.yml (checked against the vocabulary's size).
 struct Dims {
   int64_t d = 0, ffn = 0, heads = 0, enc = 0, dec = 0;
+  bool tied_src = true;  // one embedding for encoder and decoder (else encoder_/decoder_Wemb)
   bool tied_out = true;
   std::string activation;
 };
@@ -249,10 +250,7 @@ Dims read_dims(const YAML::Node& cfg, const std::string& origin, int64_t marian_
                "{}: \"dim-vocabs\" gives {} pieces, {} has {}: not this model's vocabulary", origin,
                n.as<int64_t>(), vocab_file.string(), marian_v);
   const bool tied_all = scalar<bool>(cfg, "tied-embeddings-all", origin, false);
-  HC_CHECK(tied_all || scalar<bool>(cfg, "tied-embeddings-src", origin, false),
-           "{}: the encoder and decoder embeddings are separate (tied-embeddings-src false): not "
-           "supported by the import yet",
-           origin);
+  m.tied_src = tied_all || scalar<bool>(cfg, "tied-embeddings-src", origin, false);
   m.tied_out = tied_all || scalar<bool>(cfg, "tied-embeddings", origin, false);
   m.activation =
       scalar<std::string>(cfg, "transformer-ffn-activation", origin, std::string("swish"));
@@ -270,7 +268,7 @@ json hf_config(const Dims& m, int64_t V, int64_t eos) {
           {"architectures", {"MarianMTModel"}},
           {"vocab_size", V},
           {"decoder_vocab_size", V},
-          {"share_encoder_decoder_embeddings", true},
+          {"share_encoder_decoder_embeddings", m.tied_src},
           {"d_model", m.d},
           {"encoder_layers", m.enc},
           {"decoder_layers", m.dec},
@@ -299,7 +297,15 @@ json hf_config(const Dims& m, int64_t V, int64_t eos) {
 std::map<std::string, torch::Tensor> convert(Converter& c, const Dims& m, int64_t marian_v) {
   std::map<std::string, torch::Tensor> out;
   const auto zero_row = torch::zeros({1, m.d});
-  out["model.shared.weight"] = torch::cat({c.take("Wemb", {marian_v, m.d}), zero_row}, 0);
+  auto embedding = [&](const std::string& name) {
+    return torch::cat({c.take(name, {marian_v, m.d}), zero_row}, 0);
+  };
+  if (m.tied_src) {
+    out["model.shared.weight"] = embedding("Wemb");
+  } else {
+    out["model.encoder.embed_tokens.weight"] = embedding("encoder_Wemb");
+    out["model.decoder.embed_tokens.weight"] = embedding("decoder_Wemb");
+  }
   out["final_logits_bias"] =
       torch::cat({c.take("decoder_ff_logit_out_b", {1, marian_v}), torch::zeros({1, 1})}, 1);
   if (!m.tied_out)
@@ -336,9 +342,11 @@ bool is_marian_native_folder(const fs::path& folder) {
 MarianSource read_marian_native(const fs::path& folder) {
   MarianSource s;
   s.layout = "marian-npz";
-  std::tie(s.weights_file, s.vocab_file) = model_and_vocab(folder);
-  for (const auto& f :
-       {s.weights_file, s.vocab_file, folder / "source.spm", folder / "target.spm"}) {
+  const ModelFiles files = model_files(folder);
+  s.weights_file = files.model;
+  s.vocab_file = files.src_vocab;
+  for (const auto& f : {files.model, files.src_vocab, files.tgt_vocab, folder / "source.spm",
+                        folder / "target.spm"}) {
     std::error_code ec;
     HC_CHECK(fs::is_regular_file(f, ec),
              "{}: missing (a Marian model folder has the model's .npz, its vocab.yml, "
@@ -350,7 +358,7 @@ MarianSource read_marian_native(const fs::path& folder) {
   auto npz = read_npz(s.weights_file);
   const std::string origin = fmt::format("{}: {}", s.weights_file.string(), kModelYml);
   s.config_file = fs::path(origin);
-  const auto cfg = load_yaml(model_yml_text(npz, s.weights_file), origin);
+  const auto cfg = parse_yaml(model_yml_text(npz, s.weights_file), origin);
   HC_CHECK(cfg.IsMap(), "{}: expected a mapping of Marian options", origin);
   check_assumptions(cfg, origin);
 
@@ -370,8 +378,22 @@ MarianSource read_marian_native(const fs::path& folder) {
   const int64_t V = marian_v + 1;
 
   const Dims dims = read_dims(cfg, origin, marian_v, s.vocab_file);
+  HC_CHECK(!dims.tied_src || files.src_vocab == files.tgt_vocab,
+           "{}: two vocabularies ({} and {}) but one embedding for both sides "
+           "(tied-embeddings-src): the files do not fit the model",
+           origin, files.src_vocab.string(), files.tgt_vocab.string());
+  if (!dims.tied_src) {
+    // HF's converter: vocab.json and target_vocab.json, each with <pad> appended.
+    s.tgt_vocab_file = files.tgt_vocab;
+    s.tgt_pieces = files.tgt_vocab == files.src_vocab ? s.pieces : read_vocab_yml(files.tgt_vocab);
+    if (files.tgt_vocab != files.src_vocab) s.tgt_pieces.push_back("<pad>");
+    HC_CHECK(s.tgt_pieces.size() == s.pieces.size(),
+             "{}: {} pieces, {} has {}: vocabularies of two sizes are not imported (HF's "
+             "conversion of Marian models gives both one size)",
+             files.tgt_vocab.string(), s.tgt_pieces.size() - 1, files.src_vocab.string(), marian_v);
+  }
   s.config = hf_config(dims, V, eos);
-  s.tokenizer_config = json{{"separate_vocabs", false}};
+  s.tokenizer_config = json{{"separate_vocabs", !dims.tied_src}};
   Converter c(std::move(npz), s.weights_file, dims.d, dims.ffn);
   s.tensors = convert(c, dims, marian_v);
   c.check_all_used();

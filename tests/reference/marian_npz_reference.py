@@ -3,11 +3,12 @@
 independent float64 reference of marian_reference.py on each: Marian's native checkpoint layout
 (model.npz, vocab.yml, decoder.yml, source.spm, target.spm, as OPUS-MT releases its models); a
 Hugging Face folder with separate source and target vocabularies (vocab.json, target_vocab.json,
-share_encoder_decoder_embeddings false); and small .npz files that check headcount's NumPy reader.
+share_encoder_decoder_embeddings false), and the same in Marian's layout (two vocab.yml,
+encoder_Wemb and decoder_Wemb); and small .npz files that check headcount's NumPy reader.
 
-Usage: marian_npz_reference.py TINY OUTDIR NPZDIR SEPARATEDIR
+Usage: marian_npz_reference.py TINY OUTDIR NPZDIR SEPARATEDIR SEPARATENPZDIR
        (normally tests/data/marian-tiny tests/data/marian-tiny-npz tests/data/npz
-        tests/data/marian-tiny-separate)
+        tests/data/marian-tiny-separate tests/data/marian-tiny-separate-npz)
 
 The layout is the inverse of transformers' convert_marian_to_pytorch.py (the commit in
 marian_reference.HF_SOURCES), written from it and from Marian's own naming (no code of theirs used):
@@ -57,7 +58,7 @@ transformer-aan-nogate: false
 transformer-no-projection: false
 tied-embeddings: true
 tied-embeddings-src: false
-tied-embeddings-all: true
+tied-embeddings-all: {tied_all}
 layer-normalization: false
 right-left: false
 ulr-dim-emb: 0
@@ -69,8 +70,8 @@ version: v1.9.0 (headcount test fixture)
 DECODER_YML = """models:
   - model.npz
 vocabs:
-  - vocab.yml
-  - vocab.yml
+  - {src}
+  - {tgt}
 beam-size: 4
 normalize: 1
 word-penalty: 0
@@ -94,7 +95,12 @@ def marian_arrays(p, V):
     def put(name, t):
         out[name] = np.ascontiguousarray(t.numpy().astype(np.float32))
 
-    put('Wemb', p['model.shared.weight'][:V - 1])
+    separate = 'model.encoder.embed_tokens.weight' in p
+    if separate:
+        put('encoder_Wemb', p['model.encoder.embed_tokens.weight'][:V - 1])
+        put('decoder_Wemb', p['model.decoder.embed_tokens.weight'][:V - 1])
+    else:
+        put('Wemb', p['model.shared.weight'][:V - 1])
     put('decoder_ff_logit_out_b', p['final_logits_bias'][:, :V - 1])
     for side in ('encoder', 'decoder'):
         for i in range(ref.LAYERS):
@@ -115,9 +121,59 @@ def marian_arrays(p, V):
             put(m + 'ffn_b2', p[f'{hf}.fc2.bias'][None, :])
             put(m + 'ffn_ffn_ln_scale', p[f'{hf}.final_layer_norm.weight'][None, :])
             put(m + 'ffn_ffn_ln_bias', p[f'{hf}.final_layer_norm.bias'][None, :])
-    yml = MODEL_YML.format(d=ref.D_MODEL, v=V - 1, layers=ref.LAYERS, heads=ref.HEADS, ffn=ref.FFN)
+    yml = MODEL_YML.format(d=ref.D_MODEL, v=V - 1, layers=ref.LAYERS, heads=ref.HEADS, ffn=ref.FFN,
+                           tied_all='false' if separate else 'true')
     out['special:model.yml'] = np.frombuffer(yml.encode('utf-8') + b'\0', dtype=np.int8)
     return out
+
+
+def greedy_two(src_ids, p_enc, p_dec, pos, pad):
+    """marian_reference.greedy with the encoder's and the decoder's parameters apart (their token
+    embeddings differ): start from pad, <pad> banned, stop after </s> or GREEDY_STEPS tokens."""
+    src = torch.tensor([src_ids])
+    mask = torch.ones_like(src)
+    enc = ref.encoder(src, mask, p_enc, pos)
+    out, margins = [pad], []
+    for _ in range(ref.GREEDY_STEPS):
+        logits = ref.decoder_logits(torch.tensor([out]), enc, mask, p_dec, pos)[0, -1]
+        assert int(logits.argmax()) != pad, 'the unbanned argmax would be <pad>'
+        logits[pad] = float('-inf')
+        top2 = torch.topk(logits, 2).values
+        margins.append(float(top2[0] - top2[1]))
+        out.append(int(logits.argmax()))
+        if out[-1] == ref.EOS:
+            break
+    return out, min(margins)
+
+
+def reference_case(c, dec_in, p_enc, p_dec, pos, pad, **extra):
+    """One case's float64 teacher-forced logits and greedy decode. A float32 forward lands within
+    ~1e-6 of these logits (marian-tiny's max_abs_diff_float32_forward): a top-1/top-2 gap of 1e-3
+    cannot flip there."""
+    src = torch.tensor([c['input_ids']])
+    mask = torch.ones_like(src)
+    with torch.no_grad():
+        enc = ref.encoder(src, mask, p_enc, pos)
+        logits = ref.decoder_logits(torch.tensor([dec_in]), enc, mask, p_dec, pos)
+        g_ids, g_margin = greedy_two(c['input_ids'], p_enc, p_dec, pos, pad)
+    assert g_margin >= 1e-3, (c['source'], g_margin)
+    return dict({'source': c['source'], 'input_ids': c['input_ids']}, **extra,
+                decoder_input_ids=dec_in, logits=ref.rows(logits[0]),
+                greedy={'output_ids': g_ids, 'stopped_at_eos': g_ids[-1] == ref.EOS,
+                        'min_top2_margin': g_margin})
+
+
+def write_reference(out, description, V, pad, cases):
+    reference = {
+        'description': description + '; float64 logits from the float32 weights by '
+                                     'tests/reference/marian_reference.py\'s forward pass.',
+        'generator': 'tests/reference/marian_npz_reference.py',
+        'vocab_size': V, 'pad_token_id': pad, 'eos_token_id': ref.EOS, 'unk_token_id': ref.UNK,
+        'greedy_max_new_tokens': ref.GREEDY_STEPS,
+        'cases': cases,
+    }
+    with open(os.path.join(out, 'reference.json'), 'w', encoding='utf-8') as f:
+        f.write(ref.to_json(reference) + '\n')
 
 
 def write_marian_folder(tiny, out):
@@ -136,12 +192,9 @@ def write_marian_folder(tiny, out):
     # The archive as Marian (cnpy) writes it: every member stored, none compressed.
     with zipfile.ZipFile(os.path.join(out, 'model.npz')) as z:
         assert all(i.compress_type == zipfile.ZIP_STORED for i in z.infolist())
-    with open(os.path.join(out, 'vocab.yml'), 'w', encoding='utf-8') as f:
-        for piece, i in sorted(vocab.items(), key=lambda kv: kv[1]):
-            if piece != '<pad>':
-                f.write(f'{json.dumps(piece, ensure_ascii=False)}: {i}\n')
+    write_vocab_yml(os.path.join(out, 'vocab.yml'), vocab)
     with open(os.path.join(out, 'decoder.yml'), 'w', encoding='utf-8') as f:
-        f.write(DECODER_YML)
+        f.write(DECODER_YML.format(src='vocab.yml', tgt='vocab.yml'))
     for name in ('source.spm', 'target.spm'):
         with open(os.path.join(tiny, name), 'rb') as a, open(os.path.join(out, name), 'wb') as b:
             b.write(a.read())
@@ -151,32 +204,9 @@ def write_marian_folder(tiny, out):
         tiny_ref = json.load(f)
     q = {k: v.double() for k, v in p.items()}
     pos = ref.sinusoidal_table(ref.MAX_POS, ref.D_MODEL).double()
-    cases = []
-    for c in tiny_ref['cases']:
-        src = torch.tensor([c['input_ids']])
-        mask = torch.ones_like(src)
-        with torch.no_grad():
-            enc = ref.encoder(src, mask, q, pos)
-            logits = ref.decoder_logits(torch.tensor([c['decoder_input_ids']]), enc, mask, q, pos)
-            g_ids, g_margin, g_agrees = ref.greedy(c['input_ids'], q, pos, pad)
-        # A float32 forward lands within ~1e-6 of these float64 logits (marian-tiny's
-        # max_abs_diff_float32_forward): a top-1/top-2 gap of 1e-3 cannot flip there.
-        assert g_margin >= 1e-3 and g_agrees, (c['source'], g_margin)
-        cases.append({'source': c['source'], 'input_ids': c['input_ids'],
-                      'decoder_input_ids': c['decoder_input_ids'], 'logits': ref.rows(logits[0]),
-                      'greedy': {'output_ids': g_ids, 'stopped_at_eos': g_ids[-1] == ref.EOS,
-                                 'min_top2_margin': g_margin}})
-    reference = {
-        'description': 'Reference outputs of the Marian-native folder in this directory (marian-tiny '
-                       'with a zero <pad> embedding and logit bias); float64 logits from the float32 '
-                       'weights by tests/reference/marian_reference.py\'s forward pass.',
-        'generator': 'tests/reference/marian_npz_reference.py',
-        'vocab_size': V, 'pad_token_id': pad, 'eos_token_id': ref.EOS, 'unk_token_id': ref.UNK,
-        'greedy_max_new_tokens': ref.GREEDY_STEPS,
-        'cases': cases,
-    }
-    with open(os.path.join(out, 'reference.json'), 'w', encoding='utf-8') as f:
-        f.write(ref.to_json(reference) + '\n')
+    cases = [reference_case(c, c['decoder_input_ids'], q, q, pos, pad) for c in tiny_ref['cases']]
+    write_reference(out, 'Reference outputs of the Marian-native folder in this directory (marian-tiny '
+                         'with a zero <pad> embedding and logit bias)', V, pad, cases)
 
 
 def write_npz_fixtures(out):
@@ -214,24 +244,6 @@ def write_npz_fixtures(out):
 
 
 SEPARATE_SEED = 31
-
-
-def greedy_two(src_ids, p_enc, p_dec, pos, pad):
-    """marian_reference.greedy with the encoder's and the decoder's parameters apart (their token
-    embeddings differ): start from pad, <pad> banned, stop after </s> or GREEDY_STEPS tokens."""
-    src = torch.tensor([src_ids])
-    mask = torch.ones_like(src)
-    enc = ref.encoder(src, mask, p_enc, pos)
-    out, margins = [pad], []
-    for _ in range(ref.GREEDY_STEPS):
-        logits = ref.decoder_logits(torch.tensor([out]), enc, mask, p_dec, pos)[0, -1]
-        logits[pad] = float('-inf')
-        top2 = torch.topk(logits, 2).values
-        margins.append(float(top2[0] - top2[1]))
-        out.append(int(logits.argmax()))
-        if out[-1] == ref.EOS:
-            break
-    return out, min(margins)
 
 
 def write_separate_folder(tiny, out):
@@ -290,39 +302,66 @@ def write_separate_folder(tiny, out):
     cases = []
     for c in tiny_ref['cases']:
         labels = [target_vocab.get(piece, ref.UNK) for piece in c['target_pieces']] + [ref.EOS]
-        dec_in = [pad] + labels[:-1]
-        src = torch.tensor([c['input_ids']])
-        mask = torch.ones_like(src)
-        with torch.no_grad():
-            enc = ref.encoder(src, mask, p_enc, pos)
-            logits = ref.decoder_logits(torch.tensor([dec_in]), enc, mask, p_dec, pos)
-            g_ids, g_margin = greedy_two(c['input_ids'], p_enc, p_dec, pos, pad)
-        assert g_margin >= 1e-3, (c['source'], g_margin)
-        cases.append({'source': c['source'], 'input_ids': c['input_ids'], 'target': c['target'],
-                      'target_pieces': c['target_pieces'], 'labels': labels,
-                      'decoder_input_ids': dec_in, 'logits': ref.rows(logits[0]),
-                      'greedy': {'output_ids': g_ids, 'stopped_at_eos': g_ids[-1] == ref.EOS,
-                                 'min_top2_margin': g_margin}})
-    reference = {
-        'description': 'Reference outputs of the separate-vocabulary MarianMT folder in this '
-                       'directory; float64 logits (target ids) from the float32 weights by '
-                       'tests/reference/marian_reference.py\'s forward pass.',
-        'generator': 'tests/reference/marian_npz_reference.py',
-        'vocab_size': V, 'pad_token_id': pad, 'eos_token_id': ref.EOS, 'unk_token_id': ref.UNK,
-        'greedy_max_new_tokens': ref.GREEDY_STEPS,
-        'cases': cases,
-    }
-    with open(os.path.join(out, 'reference.json'), 'w', encoding='utf-8') as f:
-        f.write(ref.to_json(reference) + '\n')
+        cases.append(reference_case(c, [pad] + labels[:-1], p_enc, p_dec, pos, pad,
+                                    target=c['target'], target_pieces=c['target_pieces'],
+                                    labels=labels))
+    write_reference(out, 'Reference outputs of the separate-vocabulary MarianMT folder in this '
+                         'directory (logits in target ids)', V, pad, cases)
+
+
+def write_vocab_yml(path, vocab):
+    with open(path, 'w', encoding='utf-8') as f:
+        for piece, i in sorted(vocab.items(), key=lambda kv: kv[1]):
+            if piece != '<pad>':
+                f.write(f'{json.dumps(piece, ensure_ascii=False)}: {i}\n')
+
+
+def write_marian_separate_folder(separate, out):
+    """The separate-vocabulary model in Marian's layout: encoder_Wemb and decoder_Wemb (no <pad>
+    rows), tiny.src.vocab.yml and tiny.trg.vocab.yml as OPUS-MT names them, tied-embeddings-src
+    false. Its reference outputs are those of the model HF's converter makes of it (zero <pad> rows
+    and logit bias)."""
+    os.makedirs(out, exist_ok=True)
+    st, _ = ref.read_safetensors(os.path.join(separate, 'model.safetensors'))
+    vocabs = {}
+    for name in ('vocab.json', 'target_vocab.json'):
+        with open(os.path.join(separate, name), encoding='utf-8') as f:
+            vocabs[name] = json.load(f)
+    V = len(vocabs['vocab.json'])
+    pad = vocabs['vocab.json']['<pad>']
+    p = {k: v.clone() for k, v in st.items()}
+    p['model.encoder.embed_tokens.weight'][pad] = 0.0
+    p['model.decoder.embed_tokens.weight'][pad] = 0.0
+    p['final_logits_bias'][0, pad] = 0.0
+    np.savez(os.path.join(out, 'model.npz'), **marian_arrays(p, V))
+    write_vocab_yml(os.path.join(out, 'tiny.src.vocab.yml'), vocabs['vocab.json'])
+    write_vocab_yml(os.path.join(out, 'tiny.trg.vocab.yml'), vocabs['target_vocab.json'])
+    with open(os.path.join(out, 'decoder.yml'), 'w', encoding='utf-8') as f:
+        f.write(DECODER_YML.format(src='tiny.src.vocab.yml', tgt='tiny.trg.vocab.yml'))
+    for name in ('source.spm', 'target.spm'):
+        with open(os.path.join(separate, name), 'rb') as a, open(os.path.join(out, name), 'wb') as b:
+            b.write(a.read())
+    with open(os.path.join(separate, 'reference.json'), encoding='utf-8') as f:
+        sep_ref = json.load(f)
+    pos = ref.sinusoidal_table(ref.MAX_POS, ref.D_MODEL).double()
+    base = {k: v.double() for k, v in p.items()}
+    p_enc = dict(base, **{'model.shared.weight': base['model.encoder.embed_tokens.weight']})
+    p_dec = dict(base, **{'model.shared.weight': base['model.decoder.embed_tokens.weight']})
+    cases = [reference_case(c, c['decoder_input_ids'], p_enc, p_dec, pos, pad, labels=c['labels'])
+             for c in sep_ref['cases']]
+    write_reference(out, 'Reference outputs of the separate-vocabulary model in Marian\'s layout in '
+                         'this directory (zero <pad> rows and logit bias, as HF converts it; logits '
+                         'in target ids)', V, pad, cases)
 
 
 def main():
-    if len(sys.argv) != 5:
+    if len(sys.argv) != 6:
         sys.exit(__doc__)
     torch.set_num_threads(1)
     write_marian_folder(sys.argv[1], sys.argv[2])
     write_npz_fixtures(sys.argv[3])
     write_separate_folder(sys.argv[1], sys.argv[4])
+    write_marian_separate_folder(sys.argv[4], sys.argv[5])
 
 
 if __name__ == '__main__':
