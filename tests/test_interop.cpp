@@ -233,6 +233,53 @@ TEST(MarianExport, ImportThenExportGivesBackTheSameFolder) {
   EXPECT_EQ(config, json::parse(io::read_file(ref / "config.json")));
 }
 
+TEST(MarianExport, EmbeddingsTrainedApartExportAsSeparateEmbeddings) {
+  // marian-tiny with an output matrix of its own (tie_word_embeddings false): headcount's model
+  // then has its own source and target embeddings, both the shared matrix at import.
+  TempDir dir;
+  const fs::path f = dir.path() / "untied";
+  fs::copy(testing::test_data("marian-tiny"), f);
+  fs::remove(f / "pytorch_model.bin");
+  auto config = json::parse(io::read_file(f / "config.json"));
+  config["tie_word_embeddings"] = false;
+  io::write_file_atomic(f / "config.json", config.dump());
+  auto st = model::read_safetensors(f / "model.safetensors");
+  const auto shared = tensors(f).at("model.shared.weight");
+  st.tensors.emplace_back("lm_head.weight", shared * 0.5);
+  model::write_safetensors(f / "model.safetensors", st);
+  interop::import_marian(f, dir.path() / "ckpt");
+  // As training leaves it: the target embedding moved away from the source one.
+  const auto info = run::read_checkpoint_info(dir.path() / "ckpt");
+  auto m = run::load_model(info, torch::kCPU);
+  ASSERT_FALSE(m->config().tie_embeddings);
+  {
+    torch::NoGradGuard ng;
+    m->tgt_embed->weight.add_(0.01);
+  }
+  run::save_checkpoint(dir.path() / "trained", m, nullptr, run::TrainState{}, info.config,
+                       info.vocab);
+  const auto r = interop::export_marian(dir.path() / "trained", dir.path() / "hf",
+                                        interop::ExportMode::kCompatible);
+  EXPECT_EQ(r.max_abs_logit_diff, 0.0);  // HF's one shared matrix would have lost the change
+  const auto out = json::parse(io::read_file(dir.path() / "hf" / "config.json"));
+  EXPECT_EQ(out.at("share_encoder_decoder_embeddings"), false);
+  EXPECT_EQ(json::parse(io::read_file(dir.path() / "hf" / "target_vocab.json")),
+            json::parse(io::read_file(f / "vocab.json")));
+  EXPECT_EQ(
+      json::parse(io::read_file(dir.path() / "hf" / "tokenizer_config.json")).at("separate_vocabs"),
+      true);
+  const auto back = tensors(dir.path() / "hf");
+  EXPECT_TRUE(back.count("model.encoder.embed_tokens.weight") &&
+              back.count("model.decoder.embed_tokens.weight") && back.count("lm_head.weight"));
+  EXPECT_TRUE(torch::equal(back.at("model.encoder.embed_tokens.weight"), shared));
+  EXPECT_TRUE(torch::allclose(back.at("model.decoder.embed_tokens.weight"), shared + 0.01));
+  // Not trained apart: the shared layout, as imported.
+  const auto same = interop::export_marian(dir.path() / "ckpt", dir.path() / "hf-same",
+                                           interop::ExportMode::kCompatible);
+  EXPECT_EQ(same.max_abs_logit_diff, 0.0);
+  EXPECT_TRUE(tensors(dir.path() / "hf-same").count("model.shared.weight"));
+}
+
 TEST(MarianExport, PrunedModelExportsBothWaysWithItsOwnOutputs) {
   TempDir dir;
   // Remove five heads of the imported model, among them every encoder-decoder head of layer 1.

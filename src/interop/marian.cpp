@@ -646,7 +646,13 @@ ExportResult export_marian(const fs::path& checkpoint, const fs::path& out, Expo
   HC_CHECK(info.tgt_vocab_size == ids.size + 1, "{}: {} pieces, the record says {} + 1",
            checkpoint.string(), info.tgt_vocab_size, ids.size);
   auto m = run::load_model(info, torch::kCPU);
-  const bool separate = !info.vocab.tgt_pieces.empty();
+  const bool separate_vocabs = !info.vocab.tgt_pieces.empty();
+  // A shared vocabulary with an untied output gives headcount's model its own source and target
+  // embeddings; once training has moved them apart, HF's one shared matrix cannot hold both, so
+  // the model is written with separate embeddings (and the same vocabulary twice).
+  const bool split = !separate_vocabs && !mc.tie_embeddings &&
+                     !torch::equal(m->src_embed->weight, m->tgt_embed->weight);
+  const bool separate = separate_vocabs || split;
   // An import ties the output to the decoder's embedding as the folder did; training on keeps
   // them apart (headcount's model has its own output matrix there), so lm_head is written then.
   const bool untied_output = separate && !torch::equal(m->output_weight, m->tgt_embed->weight);
@@ -655,6 +661,12 @@ ExportResult export_marian(const fs::path& checkpoint, const fs::path& out, Expo
   // config.json: the original, with the weights' own sizes; native: the per-layer heads.
   json config = origin.at("config_json");
   if (untied_output) config["tie_word_embeddings"] = false;
+  json tokenizer_config = origin.value("tokenizer_config_json", json());
+  if (split) {
+    config["share_encoder_decoder_embeddings"] = false;
+    if (tokenizer_config.is_null()) tokenizer_config = json::object();
+    tokenizer_config["separate_vocabs"] = true;
+  }
   config["d_model"] = mc.d_model;
   config["encoder_ffn_dim"] = config["decoder_ffn_dim"] = mc.ffn_dim;
   config["activation_function"] = std::string(choice_name(mc.activation));
@@ -677,11 +689,11 @@ ExportResult export_marian(const fs::path& checkpoint, const fs::path& out, Expo
     io::write_file_atomic(stage / "config.json", config.dump(2) + "\n");
     io::write_file_atomic(stage / "vocab.json", vocab_of(info.vocab.pieces).dump(2) + "\n");
     if (separate)
-      io::write_file_atomic(stage / "target_vocab.json",
-                            vocab_of(info.vocab.tgt_pieces).dump(2) + "\n");
-    if (origin.contains("tokenizer_config_json"))
-      io::write_file_atomic(stage / "tokenizer_config.json",
-                            origin["tokenizer_config_json"].dump(2) + "\n");
+      io::write_file_atomic(
+          stage / "target_vocab.json",
+          vocab_of(separate_vocabs ? info.vocab.tgt_pieces : info.vocab.pieces).dump(2) + "\n");
+    if (!tokenizer_config.is_null())
+      io::write_file_atomic(stage / "tokenizer_config.json", tokenizer_config.dump(2) + "\n");
     fs::copy_file(info.vocab.src_model, stage / "source.spm");
     fs::copy_file(info.vocab.tgt_model, stage / "target.spm");
     fs::remove(out, ec);  // an empty folder
