@@ -619,13 +619,9 @@ std::vector<std::pair<std::string, torch::Tensor>> marian_tensors(model::Transfo
   return t;
 }
 
-}  // namespace
-
-ExportResult export_marian(const fs::path& checkpoint, const fs::path& out, ExportMode mode) {
-  std::error_code ec;
-  HC_CHECK(!fs::exists(out, ec) || fs::is_empty(out, ec),
-           "{} exists and is not empty: refusing to overwrite it", out.string());
-  const auto info = run::read_checkpoint_info(checkpoint);
+// The origin record an imported checkpoint carries in its piece list, with the model checked
+// against what MarianMT can hold.
+json import_record(const run::CheckpointInfo& info, const fs::path& checkpoint) {
   HC_CHECK(!info.vocab.pieces.empty(),
            "{}: not a model imported from MarianMT (its vocab/ has no {}): only `headcount "
            "import`ed models, and the runs that start from them, export to MarianMT",
@@ -633,12 +629,23 @@ ExportResult export_marian(const fs::path& checkpoint, const fs::path& out, Expo
   const json list = read_json_file(info.vocab.pieces);
   HC_CHECK(list.contains(kOriginKey) && list[kOriginKey].is_object(),
            "{}: no \"{}\" record: not a MarianMT import", info.vocab.pieces.string(), kOriginKey);
-  const json& origin = list[kOriginKey];
   const auto& mc = info.config.model;
   HC_CHECK(mc.positions == PositionLayout::kHalves && mc.output_bias && !mc.pre_norm,
            "{}: model.positions, model.output_bias or model.pre_norm differ from MarianMT's "
            "(halves, true, false)",
            checkpoint.string());
+  return list[kOriginKey];
+}
+
+}  // namespace
+
+ExportResult export_marian(const fs::path& checkpoint, const fs::path& out, ExportMode mode) {
+  std::error_code ec;
+  HC_CHECK(!fs::exists(out, ec) || fs::is_empty(out, ec),
+           "{} exists and is not empty: refusing to overwrite it", out.string());
+  const auto info = run::read_checkpoint_info(checkpoint);
+  const json origin = import_record(info, checkpoint);
+  const auto& mc = info.config.model;
   const auto& ids_json = origin.at("marian_ids");
   const auto ids =
       MarianIds::make(ids_json.at("size").get<int64_t>(), ids_json.at("pad").get<int64_t>(),
