@@ -129,11 +129,11 @@ void Trainer::check_same_inputs(const run::CheckpointInfo& info) const {
   }
   for (const auto& [name, recorded] : info.vocab_fnv1a) {
     const auto& v = inputs_.vocab_files;
-    const fs::path ours = name == "tgt.model"                        ? v.tgt_model
-                          : name == data::piece_list_name("tgt")     ? v.tgt_pieces
-                          : name == data::kPieceListFile ||
-                                    name == data::piece_list_name("src") ? v.pieces
-                                                                         : v.src_model;
+    const fs::path ours = name == "tgt.model"                    ? v.tgt_model
+                          : name == data::piece_list_name("tgt") ? v.tgt_pieces
+                          : name == data::kPieceListFile || name == data::piece_list_name("src")
+                              ? v.pieces
+                              : v.src_model;
     const std::string now = io::hex64(io::hash_file(ours));
     if (now == recorded) continue;
     const fs::path cache = ours.parent_path();
