@@ -371,21 +371,22 @@ TEST(MarianImport, ImportedModelPrunesByL0AndFisherAndEvaluates) {
   prune_and_export(imported(), dir);
 }
 
-// A copy of the fixture with one file changed by `edit`.
-fs::path broken_copy(const TempDir& dir, const std::function<void(const fs::path&)>& edit) {
+// The error of importing a copy of the fixture folder `fixture` with files changed by `edit`
+// ("(no error)" where it imports).
+std::string import_error(const TempDir& dir, const fs::path& fixture,
+                         const std::function<void(const fs::path&)>& edit) {
   const fs::path f = dir.path() / "broken";
   fs::remove_all(f);
-  fs::copy(testing::test_data("marian-tiny"), f);
+  fs::copy(fixture, f);
   edit(f);
-  return f;
+  fs::remove_all(dir.path() / "out");
+  return testing::error_of([&] { interop::import_marian(f, dir.path() / "out"); });
 }
 
 TEST(MarianImport, MalformedFoldersAreClearErrors) {
   TempDir dir;
   auto error = [&](const std::function<void(const fs::path&)>& edit) {
-    const fs::path f = broken_copy(dir, edit);
-    fs::remove_all(dir.path() / "out");
-    return testing::error_of([&] { interop::import_marian(f, dir.path() / "out"); });
+    return import_error(dir, testing::test_data("marian-tiny"), edit);
   };
   auto edit_config = [](const std::function<void(json&)>& change) {
     return [change](const fs::path& f) {
@@ -641,12 +642,7 @@ TEST(MarianNativeImport, MalformedFoldersAreClearErrors) {
                        static_cast<size_t>(t.numel() - 1));
   }();
   auto error = [&](const std::function<void(const fs::path&)>& edit) {
-    const fs::path f = dir.path() / "broken";
-    fs::remove_all(f);
-    fs::copy(src, f);
-    edit(f);
-    fs::remove_all(dir.path() / "out");
-    return testing::error_of([&] { interop::import_marian(f, dir.path() / "out"); });
+    return import_error(dir, src, edit);
   };
   auto has = [](const std::string& e, const std::string& what) {
     return e.find(what) != std::string::npos;
@@ -769,12 +765,7 @@ TEST(MarianSeparateVocabularies, ExportGivesBackTheFolderAndErrorsNameTheFile) {
   EXPECT_EQ(config, json::parse(io::read_file(src_dir / "config.json")));
   // Malformed: the target vocabulary missing, or its specials elsewhere.
   auto error = [&](const std::function<void(const fs::path&)>& edit) {
-    const fs::path f = dir.path() / "broken";
-    fs::remove_all(f);
-    fs::copy(src_dir, f);
-    edit(f);
-    fs::remove_all(dir.path() / "out");
-    return testing::error_of([&] { interop::import_marian(f, dir.path() / "out"); });
+    return import_error(dir, src_dir, edit);
   };
   std::string e = error([](const fs::path& f) { fs::remove(f / "target_vocab.json"); });
   EXPECT_NE(e.find("target_vocab.json: missing"), std::string::npos) << e;

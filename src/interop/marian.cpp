@@ -24,6 +24,31 @@ namespace headcount::interop {
 
 using json = nlohmann::json;
 
+TensorSet::TensorSet(std::map<std::string, torch::Tensor> tensors, fs::path file, std::string noun,
+                     std::string shapes_from)
+    : tensors_(std::move(tensors)),
+      file_(std::move(file)),
+      noun_(std::move(noun)),
+      shapes_from_(std::move(shapes_from)) {}
+
+torch::Tensor TensorSet::take(const std::string& name, const std::vector<int64_t>& shape) {
+  const auto it = tensors_.find(name);
+  HC_CHECK(it != tensors_.end(), "{}: no {} {} (expected shape [{}])", file_.string(), noun_, name,
+           fmt::join(shape, ", "));
+  HC_CHECK(it->second.sizes() == torch::IntArrayRef(shape), "{}: {} has shape [{}], {} gives [{}]",
+           file_.string(), name, fmt::join(it->second.sizes(), ", "), shapes_from_,
+           fmt::join(shape, ", "));
+  taken_.insert(name);
+  return it->second;
+}
+
+std::vector<std::string> TensorSet::left_over() const {
+  std::vector<std::string> left;
+  for (const auto& [name, t] : tensors_)
+    if (!taken_.count(name)) left.push_back(name);
+  return left;
+}
+
 MarianIds MarianIds::make(int64_t size, int64_t pad, int64_t eos, int64_t unk) {
   HC_CHECK(size > 3 && pad != eos && pad != unk && eos != unk && pad >= 0 && eos >= 0 && unk >= 0 &&
                pad < size && eos < size && unk < size,
@@ -238,40 +263,7 @@ std::map<std::string, torch::Tensor> read_weights(const fs::path& folder, fs::pa
   return out;
 }
 
-// Takes named tensors of a given shape out of the file's set; the rest must be known aliases.
-class Weights {
- public:
-  Weights(std::map<std::string, torch::Tensor> t, fs::path file)
-      : t_(std::move(t)), file_(std::move(file)) {}
-  bool has(const std::string& name) const { return t_.count(name) > 0; }
-  torch::Tensor take(const std::string& name, std::vector<int64_t> shape) {
-    const auto it = t_.find(name);
-    HC_CHECK(it != t_.end(), "{}: no tensor {} (expected shape [{}])", file_.string(), name,
-             fmt::join(shape, ", "));
-    HC_CHECK(it->second.sizes() == torch::IntArrayRef(shape),
-             "{}: {} has shape [{}], config.json gives [{}]", file_.string(), name,
-             fmt::join(it->second.sizes(), ", "), fmt::join(shape, ", "));
-    used_.insert(name);
-    return it->second;
-  }
-  // Every tensor used, or one HF drops anyway (position tables, tied aliases).
-  void check_all_used(const std::set<std::string>& ignorable) const {
-    std::vector<std::string> left;
-    for (const auto& [name, t] : t_)
-      if (!used_.count(name) && !ignorable.count(name) &&
-          name.find("embed_positions") == std::string::npos)
-        left.push_back(name);
-    HC_CHECK(left.empty(), "{}: tensors the MarianMT model does not have: {}", file_.string(),
-             fmt::join(left, ", "));
-  }
-
- private:
-  std::map<std::string, torch::Tensor> t_;
-  std::set<std::string> used_;
-  fs::path file_;
-};
-
-void copy_attention(Weights& w, const std::string& hf, model::MultiheadAttentionImpl& a) {
+void copy_attention(TensorSet& w, const std::string& hf, model::MultiheadAttentionImpl& a) {
   const int64_t d = a.d_model(), inner = a.num_heads() * a.head_dim();
   std::vector<torch::Tensor> ws, bs;
   for (const char* p : {"q_proj", "k_proj", "v_proj"}) {
@@ -286,12 +278,12 @@ void copy_attention(Weights& w, const std::string& hf, model::MultiheadAttention
   a.out_proj_weight.copy_(out_weight);
 }
 
-void copy_norm(Weights& w, const std::string& hf, torch::nn::LayerNormImpl& n, int64_t d) {
+void copy_norm(TensorSet& w, const std::string& hf, torch::nn::LayerNormImpl& n, int64_t d) {
   n.weight.copy_(w.take(hf + ".weight", {d}));
   n.bias.copy_(w.take(hf + ".bias", {d}));
 }
 
-void copy_ffn(Weights& w, const std::string& hf, torch::nn::LinearImpl& fc1,
+void copy_ffn(TensorSet& w, const std::string& hf, torch::nn::LinearImpl& fc1,
               torch::nn::LinearImpl& fc2, int64_t d, int64_t f) {
   fc1.weight.copy_(w.take(hf + ".fc1.weight", {f, d}));
   fc1.bias.copy_(w.take(hf + ".fc1.bias", {f}));
@@ -306,7 +298,7 @@ torch::Tensor to_headcount_rows(const torch::Tensor& rows, const MarianIds& ids,
   return torch::cat({first.unsqueeze(0), rows.index_select(0, torch::tensor(order))}, 0);
 }
 
-void fill_model(model::TransformerImpl& m, Weights& w, const MarianConfig& c,
+void fill_model(model::TransformerImpl& m, TensorSet& w, const MarianConfig& c,
                 const MarianIds& ids) {
   torch::NoGradGuard no_grad;
   const int64_t d = c.model.d_model, f = c.model.ffn_dim, V = ids.size;
@@ -354,7 +346,13 @@ void fill_model(model::TransformerImpl& m, Weights& w, const MarianConfig& c,
   std::set<std::string> aliases = {"model.encoder.embed_tokens.weight",
                                    "model.decoder.embed_tokens.weight"};
   if (c.tie_output) aliases.insert("lm_head.weight");
-  w.check_all_used(aliases);
+  // Every tensor used, or one HF drops anyway (position tables, tied aliases).
+  std::vector<std::string> left;
+  for (const auto& name : w.left_over())
+    if (!aliases.count(name) && name.find("embed_positions") == std::string::npos)
+      left.push_back(name);
+  HC_CHECK(left.empty(), "{}: tensors the MarianMT model does not have: {}", w.file().string(),
+           fmt::join(left, ", "));
 }
 
 void require_file(const fs::path& f) {
@@ -488,8 +486,7 @@ ImportResult import_marian(const fs::path& folder, const fs::path& out) {
   }
   if (c.separate) check_pieces(s.tgt_pieces, s.tgt_vocab_file, c, &ids);
   if (s.tensors.empty()) s.tensors = read_weights(folder, &s.weights_file);
-  const fs::path weights_file = s.weights_file;
-  Weights w(std::move(s.tensors), weights_file);  // s.tensors moved out; the rest of s is kept
+  TensorSet w(std::move(s.tensors), s.weights_file, "tensor", "config.json");
   const int64_t V = ids.size + 1;
   model::Transformer m(c.model, c.arch, V, V);
   fill_model(*m, w, c, ids);
@@ -498,7 +495,7 @@ ImportResult import_marian(const fs::path& folder, const fs::path& out) {
   ImportResult r;
   r.architecture = m->architecture();
   r.vocab_size = V;
-  r.weights_file = weights_file.string();
+  r.weights_file = s.weights_file.string();
   for (const auto& p : m->parameters()) r.parameters += p.numel();
   return r;
 }

@@ -156,21 +156,11 @@ ModelFiles model_files(const fs::path& folder) {
 class Converter {
  public:
   Converter(std::map<std::string, torch::Tensor> npz, fs::path file, int64_t d, int64_t ffn)
-      : npz_(std::move(npz)), file_(std::move(file)), d_(d), ffn_(ffn) {}
+      : arrays_(std::move(npz), std::move(file), "array", "model.yml"), d_(d), ffn_(ffn) {}
 
   torch::Tensor take(const std::string& name, const std::vector<int64_t>& shape) {
-    const auto it = npz_.find(name);
-    HC_CHECK(it != npz_.end(), "{}: no array {} (expected shape [{}])", file_.string(), name,
-             fmt::join(shape, ", "));
-    HC_CHECK(it->second.sizes() == torch::IntArrayRef(shape),
-             "{}: {} has shape [{}], model.yml gives [{}]", file_.string(), name,
-             fmt::join(it->second.sizes(), ", "), fmt::join(shape, ", "));
-    HC_CHECK(it->second.is_floating_point(), "{}: {} is {}, not a floating-point array",
-             file_.string(), name, c10::toString(it->second.scalar_type()));
-    used_.insert(name);
-    return it->second.to(torch::kFloat32);
+    return arrays_.take(name, shape);
   }
-  bool has(const std::string& name) const { return npz_.count(name) > 0; }
 
   // One attention block (self_ or context_) with its layer norm.
   void attention(const std::string& m, const std::string& hf_attn, const std::string& hf_norm,
@@ -194,18 +184,16 @@ class Converter {
   }
   void check_all_used() const {
     std::vector<std::string> left;
-    for (const auto& [name, t] : npz_)
-      if (!used_.count(name) && name != kModelYml) left.push_back(name);
+    for (const auto& name : arrays_.left_over())
+      if (name != kModelYml) left.push_back(name);
     HC_CHECK(left.empty(),
              "{}: arrays that HF's MarianMT conversion does not take (another architecture, "
              "e.g. learned positions, embedding layer norms or a guided-alignment layer): {}",
-             file_.string(), fmt::join(left, ", "));
+             arrays_.file().string(), fmt::join(left, ", "));
   }
 
  private:
-  std::map<std::string, torch::Tensor> npz_;
-  std::set<std::string> used_;
-  fs::path file_;
+  TensorSet arrays_;
   int64_t d_, ffn_;
 };
 
@@ -394,6 +382,12 @@ MarianSource read_marian_native(const fs::path& folder) {
   }
   s.config = hf_config(dims, V, eos);
   s.tokenizer_config = json{{"separate_vocabs", !dims.tied_src}};
+  for (auto& [name, t] : npz) {
+    if (name == kModelYml) continue;
+    HC_CHECK(t.is_floating_point(), "{}: {} is {}, not a floating-point array",
+             s.weights_file.string(), name, c10::toString(t.scalar_type()));
+    t = t.to(torch::kFloat32);
+  }
   Converter c(std::move(npz), s.weights_file, dims.d, dims.ffn);
   s.tensors = convert(c, dims, marian_v);
   c.check_all_used();

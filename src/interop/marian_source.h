@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,25 @@ struct MarianSource {
   std::filesystem::path weights_file;
   std::filesystem::path source_spm, target_spm;
   std::optional<nlohmann::json> tokenizer_config;
+};
+
+// Named tensors taken one by one, each checked against the shape the model's configuration gives
+// (errors name the file, the `noun` and where the shape comes from: "tensor" and "config.json",
+// "array" and "model.yml"); left_over() lists what was never taken.
+class TensorSet {
+ public:
+  TensorSet(std::map<std::string, torch::Tensor> tensors, std::filesystem::path file,
+            std::string noun, std::string shapes_from);
+  bool has(const std::string& name) const { return tensors_.count(name) > 0; }
+  torch::Tensor take(const std::string& name, const std::vector<int64_t>& shape);
+  std::vector<std::string> left_over() const;
+  const std::filesystem::path& file() const { return file_; }
+
+ private:
+  std::map<std::string, torch::Tensor> tensors_;
+  std::set<std::string> taken_;
+  std::filesystem::path file_;
+  std::string noun_, shapes_from_;
 };
 
 // A folder in Marian's layout: no config.json, and model.npz files or a decoder.yml.
