@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <optional>
-#include <set>
 #include <tuple>
 
 #include "common/yaml_check.h"
