@@ -429,6 +429,49 @@ TEST(PruneRun, FixAtTargetFixesTheMaskWhenTheExpectedCountReachesTheTarget) {
   EXPECT_NE(e.find("prune.fix_at_target (from bad"), std::string::npos) << e;
 }
 
+// prune.exact_recovery: the run ends recovery_steps after the step the mask was fixed at (not at
+// train.max_steps), so the rewound model trains exactly that many steps, with the rate's schedule
+// (warm-up) running over them.
+TEST(PruneRun, ExactRecoveryEndsTheRunRecoveryStepsAfterTheFix) {
+  TempDir dir;
+  Config c = baseline(dir);
+  c.prune.target_heads = 5;
+  c.prune.target_warmup_steps = 10;
+  c.prune.lagrangian_lr = 20.0;
+  c.prune.gate_lr = 0.3;
+  c.prune.recovery_steps = 15;  // fixed at step 45 of 60 at the latest
+  c.prune.fix_at_target = true;
+  c.prune.exact_recovery = true;
+  c.prune.rewind = true;
+  c.train.lr_schedule = LrSchedule::kConstant;
+  c.train.log_every = 1;
+  c.train.eval_every = 5;
+  run_prune(c, dir / "x");
+  EXPECT_EQ(run::read_checkpoint_info(dir / "x" / "pruned").architecture.total(), 5);
+  const auto state =
+      nlohmann::json::parse(io::read_file(dir / "x" / "checkpoints" / "last" / "prune_state.json"));
+  ASSERT_TRUE(state.contains("mask_fixed_at")) << state.dump();
+  const int64_t fixed_at = state["mask_fixed_at"].get<int64_t>();
+  EXPECT_GE(fixed_at, 10);
+  EXPECT_LT(fixed_at, 45) << "the gates did not reach the target before the latest fixing point";
+  // The last step trained and the summary: exactly 15 steps after the fixing point.
+  const auto train = events(dir / "x", "train");
+  ASSERT_FALSE(train.empty());
+  EXPECT_EQ(train.back()["step"].get<int64_t>(), fixed_at + 15);
+  const auto summary = nlohmann::json::parse(io::read_file(dir / "x" / "summary.json"));
+  EXPECT_EQ(summary["steps"].get<int64_t>(), fixed_at + 15) << summary.dump();
+  // The warm-up (10 steps from 1e-7 to 1e-3) restarts after the fixing point.
+  std::map<int64_t, double> lr;
+  for (const auto& e : train) lr[e["step"].get<int64_t>()] = e["lr"];
+  EXPECT_NEAR(lr[fixed_at + 1], 1e-7 + (1e-3 - 1e-7) / 10.0, 1e-12);
+  EXPECT_NEAR(lr[fixed_at + 15], 1e-3, 1e-12);
+  // Without fix_at_target the fixing point is train.max_steps - recovery_steps already: an error.
+  Config bad = c;
+  bad.prune.fix_at_target = false;
+  const std::string e = load_error(bad);
+  EXPECT_NE(e.find("prune.exact_recovery (from bad"), std::string::npos) << e;
+}
+
 TEST(PruneRun, DistillationObjectiveMixesCrossEntropyWithTheInitModelsKl) {
   // The objective a batch back-propagates: (1 - w) x its cross-entropy + w x T^2 KL(teacher ||
   // student), the teacher being prune.init_from's model, computed here independently (loaded

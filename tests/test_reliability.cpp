@@ -206,8 +206,9 @@ TEST(Reliability, PruneKilledInEveryWindowOfASaveEndsAsAnUninterruptedRun) {
   const TempDir fix;
   kill_at_every_window_and_resume(fix, "prune", dir / "fix.yaml");
   // And with the weights rewound to the init model's when the mask is fixed (a fresh optimizer,
-  // the warm-up again).
+  // the warm-up again), the run ending exactly recovery_steps after that step.
   c.prune.rewind = true;
+  c.prune.exact_recovery = true;
   save_config(c, dir / "rewind.yaml");
   const TempDir rewind;
   kill_at_every_window_and_resume(rewind, "prune", dir / "rewind.yaml");

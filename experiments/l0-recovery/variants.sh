@@ -15,6 +15,11 @@
 #   kd-rewind-N-1x  the same with distillation 0.5
 #   rw150-N-1x    rewind-N-1x with a target ramp of 150 steps (prune.target_warmup_steps), so that
 #                 the mask is fixed earlier and the rewound weights keep more fine-tuning steps
+#   exact-N-Bx    rewind with prune.exact_recovery: the gated phase (ramp 300, at most 600 steps)
+#                 only chooses the heads; the rewound model then trains exactly 1,200 x B steps,
+#                 the fine-tuning budget of michel-N-Bx (train.max_steps 1,200 x B + 600)
+# Other variants than exact-* at budgets B > 1 scale their steps as queue.sh does (ramp a quarter
+# of the steps, the latest fixing point at the half).
 # Evaluations: beam 4, all dev and test verses, translations kept; records to
 # experiments/l0-recovery/records/NAME.
 set -euo pipefail
@@ -27,11 +32,15 @@ base=experiments/voita-table-cpu/baseline
 records=experiments/l0-recovery/records
 for name in "$@"; do
   n=$(echo "$name" | sed -E 's/.*-([0-9]+)-[0-9]+x$/\1/')
-  ramp=300
-  case $name in rw150-*) ramp=150 ;; esac
-  args=(--set train.max_steps=1200 --set train.eval_every=200 --set prune.target_heads=$n
-    --set prune.target_warmup_steps=$ramp --set prune.lagrangian_lr=0.05 --set prune.recovery_steps=600)
+  budget=$(echo "$name" | sed -E 's/.*-([0-9]+)x$/\1/')
+  steps=$((1200 * budget)) ramp=$((300 * budget)) recovery=$((600 * budget))
+  case $name in rw150-*) ramp=$((150 * budget)) ;; esac
+  case $name in exact-*) steps=$((1200 * budget + 600)) ramp=300 recovery=$((1200 * budget)) ;; esac
+  args=(--set train.max_steps=$steps --set train.eval_every=200 --set prune.target_heads=$n
+    --set prune.target_warmup_steps=$ramp --set prune.lagrangian_lr=0.05
+    --set prune.recovery_steps=$recovery)
   case $name in
+    exact-*) args+=(--set prune.fix_at_target=true --set prune.rewind=true --set prune.exact_recovery=true) ;;
     fix-*) args+=(--set prune.fix_at_target=true) ;;
     rewind-* | rw150-*) args+=(--set prune.fix_at_target=true --set prune.rewind=true) ;;
     kd-rewind-*) args+=(--set prune.fix_at_target=true --set prune.rewind=true --set prune.distill_weight=0.5) ;;

@@ -506,6 +506,9 @@ std::vector<Field> prune_gate_fields() {
                  "the last N of train.max_steps train with the final mask fixed (0 = off)"),
       field<bool>("prune.fix_at_target", "bool", HC_ACCESS(prune.fix_at_target), any<bool>(),
                   "target mode with recovery: fix the mask when E[open heads] reaches the target"),
+      field<bool>("prune.exact_recovery", "bool", HC_ACCESS(prune.exact_recovery), any<bool>(),
+                  "with fix_at_target: end the run exactly recovery_steps steps after the mask "
+                  "is fixed"),
       field<bool>("prune.rewind", "bool", HC_ACCESS(prune.rewind), any<bool>(),
                   "with recovery: when the mask is fixed, restart from prune.init_from's weights "
                   "(fresh optimizer, warm-up again) and fine-tune them under it"),
@@ -873,6 +876,10 @@ Config ConfigLoader::finish() const {
            "steps: it needs prune.target_heads (from {}) and prune.recovery_steps (from {})",
            origin("prune.fix_at_target"), origin("prune.target_heads"),
            origin("prune.recovery_steps"));
+  HC_CHECK(!p.exact_recovery || p.fix_at_target,
+           "prune.exact_recovery (from {}) ends the run recovery_steps after the mask is fixed "
+           "at the target: it needs prune.fix_at_target (from {})",
+           origin("prune.exact_recovery"), origin("prune.fix_at_target"));
   HC_CHECK(!p.rewind || p.recovery_steps > 0,
            "prune.rewind (from {}) restarts the weights when the mask is fixed for the recovery "
            "steps: it needs prune.recovery_steps (from {})",

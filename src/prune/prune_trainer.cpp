@@ -78,7 +78,7 @@ void L0Pruning::fix_mask(int64_t step) {
       "the weights under it (prune.recovery_steps)",
       step, kept, gates_->total_heads(),
       step < fix_step_ ? ", the expected open heads reached the target: prune.fix_at_target" : "",
-      config_.train.max_steps - step);
+      end_step(config_.train.max_steps) - step);
 }
 
 void L0Pruning::fix_during_run(int64_t step) {
@@ -98,7 +98,7 @@ void L0Pruning::rewind_weights() {
   log::info(
       "step {}: the model's weights are {}'s again (prune.rewind); the optimizer and the "
       "learning-rate warm-up start afresh for the {} recovery steps",
-      fixed_at_, options_.init_from->string(), config_.train.max_steps - fixed_at_);
+      fixed_at_, options_.init_from->string(), end_step(config_.train.max_steps) - fixed_at_);
 }
 
 bool L0Pruning::take_optimizer_reset() {
@@ -109,6 +109,11 @@ bool L0Pruning::take_optimizer_reset() {
 
 int64_t L0Pruning::schedule_start() const {
   return config_.prune.rewind && fixed() ? fixed_at_ : 0;
+}
+
+int64_t L0Pruning::end_step(int64_t max_steps) const {
+  if (!config_.prune.exact_recovery || !fixed()) return max_steps;
+  return std::min(max_steps, fixed_at_ + config_.prune.recovery_steps);
 }
 
 std::map<std::string, torch::Tensor> L0Pruning::mask_values() {
@@ -274,8 +279,7 @@ void L0Pruning::begin_evaluation() {
   }
 }
 
-void L0Pruning::evaluation_extras(int64_t step, nlohmann::json& record) {
-  torch::NoGradGuard no_grad;
+std::map<model::AttentionType, int64_t> L0Pruning::open_heads() {
   auto open = gates_->open_heads();
   if (fixed()) {
     open.clear();
@@ -283,6 +287,12 @@ void L0Pruning::evaluation_extras(int64_t step, nlohmann::json& record) {
       open[l.type] +=
           fixed_values_->at(HeadGatesImpl::key(l.type, l.layer)).gt(0).sum().item<int64_t>();
   }
+  return open;
+}
+
+void L0Pruning::evaluation_extras(int64_t step, nlohmann::json& record) {
+  torch::NoGradGuard no_grad;
+  const auto open = open_heads();
   const auto& arch = model_->architecture();
   nlohmann::json open_json;
   std::vector<int64_t> counts;
@@ -361,12 +371,12 @@ void L0Pruning::load(const fs::path& dir) {
 
 std::string L0Pruning::progress() {
   torch::NoGradGuard no_grad;
-  const auto open = gates_->open_heads();
+  const auto open = open_heads();
   std::vector<std::string> parts;
   for (const auto& [type, n] : open)
     parts.push_back(fmt::format("{} {}", model::attention_name(type), n));
-  return fmt::format(" | open heads {} | E[open] {:.1f}", fmt::join(parts, ", "),
-                     gates_->expected_open().item<double>());
+  return fmt::format(" | {} heads {} | E[open] {:.1f}", fixed() ? "kept (mask fixed)" : "open",
+                     fmt::join(parts, ", "), gates_->expected_open().item<double>());
 }
 
 void L0Pruning::finish(train::Trainer& trainer) {

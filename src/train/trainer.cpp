@@ -286,22 +286,21 @@ class Trainer::Progress {
   // Shows the progress line (rewritten in place after every step on a terminal, a log line every
   // train.log_every steps otherwise); at a log step returns the window's record and starts a new
   // window.
-  std::optional<nlohmann::json> report(const run::TrainState& st, const TrainConfig& t, double lr,
-                                       TrainingExtension* extension) {
+  std::optional<nlohmann::json> report(const run::TrainState& st, const TrainConfig& t, int64_t end,
+                                       double lr, TrainingExtension* extension) {
     const bool log_now = st.step % t.log_every == 0;
     if (!log_now && !tty_) return std::nullopt;
     const double secs = since(window_start_);
     const double rate = tokens_ / std::max(secs, 1e-9);
     const double steps_per_s = steps_ / std::max(secs, 1e-9);
-    const double eta = (t.max_steps - st.step) / std::max(steps_per_s, 1e-9);
+    const double eta = static_cast<double>(end - st.step) / std::max(steps_per_s, 1e-9);
     const double loss = loss_ / std::max<int64_t>(tokens_, 1);
     const double nll = nll_ / std::max<int64_t>(tokens_, 1);
     const std::string line =
         fmt::format(
             "step {}/{} | epoch {} | loss {:.3f} | nll {:.3f} | lr {:.2e} | {:.0f} tok/s | "
             "elapsed {} | ETA {}",
-            st.step, t.max_steps, st.epoch + 1, loss, nll, lr, rate, duration(elapsed()),
-            duration(eta)) +
+            st.step, end, st.epoch + 1, loss, nll, lr, rate, duration(elapsed()), duration(eta)) +
         (extension ? extension->progress() : "");
     if (tty_) {
       std::fprintf(stderr, "\r\033[K%s", line.c_str());
@@ -369,7 +368,7 @@ TrainSummary Trainer::run() {
 
 void Trainer::run_steps(TrainSummary& summary, Progress& progress) {
   const auto& t = config_.train;
-  while (!summary.interrupted && state_.step < t.max_steps &&
+  while (!summary.interrupted && state_.step < end_step() &&
          !(t.max_epochs > 0 && state_.epoch >= t.max_epochs)) {
     if (epoch_done()) {
       next_epoch();
@@ -378,7 +377,7 @@ void Trainer::run_steps(TrainSummary& summary, Progress& progress) {
     const StepStats s = train_step();
     if (s.tokens == 0) continue;  // no process had a batch
     progress.add(s);
-    if (auto rec = progress.report(state_, t, s.lr, extension_.get())) {
+    if (auto rec = progress.report(state_, t, end_step(), s.lr, extension_.get())) {
       if (options_.comm) {
         (*rec)["world_size"] = options_.world_size;
         (*rec)["allreduce_bytes_per_step"] = allreduce_bytes_;
@@ -395,7 +394,7 @@ void Trainer::run_steps(TrainSummary& summary, Progress& progress) {
         break;
       }
     }
-    if (state_.step >= t.max_steps) break;
+    if (state_.step >= end_step()) break;
     // Between evaluations only `last`, so that a killed run loses little; saved right after a
     // log line (the log window is not part of the checkpoint), so that a resumed run logs the
     // same numbers as an uninterrupted one.
@@ -563,7 +562,7 @@ void Trainer::apply_update(StepStats& s) {
   if (t.clip_norm > 0) torch::nn::utils::clip_grad_norm_(params_, t.clip_norm);
   const int64_t start = extension_ ? extension_->schedule_start() : 0;
   s.lr = scheduled_lr(t.lr_schedule, state_.step + 1 - start, t.lr, t.warmup_steps,
-                      t.warmup_init_lr, t.max_steps - start);
+                      t.warmup_init_lr, end_step() - start);
   set_group_rates(*optimizer_, groups_, s.lr);
   optimizer_->step();
   if (extension_) {
@@ -614,6 +613,11 @@ void Trainer::save_last(Progress& progress) {
   state_.elapsed_seconds = progress.elapsed();
   save(folder().last());
   last_saved_step_ = state_.step;
+}
+
+int64_t Trainer::end_step() const {
+  const int64_t max = config_.train.max_steps;
+  return extension_ ? std::min(max, extension_->end_step(max)) : max;
 }
 
 int64_t Trainer::check_parameters_identical() {

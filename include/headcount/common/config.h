@@ -149,6 +149,11 @@ struct PruneConfig {
   // reaches the target after the ramp (at the latest at train.max_steps - recovery_steps), so
   // that the multipliers cannot carry the gates past it and every step after trains the mask.
   bool fix_at_target = false;
+  // With fix_at_target: the run trains exactly recovery_steps steps after the mask is fixed and
+  // ends there, however early the gates reached the target (train.max_steps - recovery_steps stays
+  // the latest fixing point, train.max_steps the latest end), so that the pruned model gets the
+  // same number of steps as fine-tuning after importance pruning.
+  bool exact_recovery = false;
   // With recovery_steps: when the mask is fixed, the model's weights go back to prune.init_from's
   // (the unpruned model), the optimizer's moments start afresh and train.lr's schedule (its
   // warm-up) starts again, so that the recovery steps fine-tune the unpruned weights under the

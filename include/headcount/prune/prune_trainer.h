@@ -40,6 +40,8 @@ class L0Pruning : public train::TrainingExtension {
   // prune.rewind: the optimizer restarts once, and train.lr's schedule runs from the fixing point.
   bool take_optimizer_reset() override;
   int64_t schedule_start() const override;
+  // prune.exact_recovery: recovery_steps after the step the mask was fixed at.
+  int64_t end_step(int64_t max_steps) const override;
   void begin_evaluation() override;
   void evaluation_extras(int64_t step, nlohmann::json& record) override;
   void save(const fs::path& checkpoint) override;
@@ -62,6 +64,8 @@ class L0Pruning : public train::TrainingExtension {
   // The mask fixed by a step of this run (not by a resume): fix_mask, then the rewind if asked.
   void fix_during_run(int64_t step);
   bool fixed() const { return fixed_values_.has_value(); }
+  // Heads open per gated type: by the gates' eval values, or by the fixed mask once it is fixed.
+  std::map<model::AttentionType, int64_t> open_heads();
   // The values the export takes now: the fixed mask, or final_values().
   std::map<std::string, torch::Tensor> mask_values();
 

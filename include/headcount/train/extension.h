@@ -81,6 +81,9 @@ class TrainingExtension {
   // The step from which train.lr's schedule (warm-up, decay) counts: 0, or later when the
   // extension restarted the training (the schedule then runs over the remaining steps).
   virtual int64_t schedule_start() const { return 0; }
+  // The step the run ends at: train.max_steps (given), or earlier when the extension decided so
+  // during the run (asked before every step; the learning-rate schedule runs up to it).
+  virtual int64_t end_step(int64_t max_steps) const { return max_steps; }
 
   // Evaluation extras: evaluations run between begin and end; the record of each (metrics.jsonl,
   // event "eval" or "final") gets the extension's fields.

@@ -96,6 +96,8 @@ class Trainer {
   void evaluate_and_checkpoint(Progress& progress);
   void save_last(Progress& progress);
   int64_t check_parameters_identical();
+  // train.max_steps, or the earlier end the extension set (prune.exact_recovery).
+  int64_t end_step() const;
   void run_steps(TrainSummary& summary, Progress& progress);
   void finish_run(TrainSummary& summary, Progress& progress);
   void write_summary(const TrainSummary& summary, double seconds, int64_t differing);
