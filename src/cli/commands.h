@@ -38,6 +38,7 @@ void add_export_command(CLI::App& app);
 void add_sweep_command(CLI::App& app);
 void add_report_command(CLI::App& app);
 void add_reproduce_command(CLI::App& app);
+void add_table_command(CLI::App& app);
 void add_launch_command(CLI::App& app);
 void add_analyze_command(CLI::App& app);
 

@@ -31,6 +31,7 @@ const CommandSpec kCommands[] = {
     {"sweep", add_sweep_command},
     {"report", add_report_command},
     {"reproduce", add_reproduce_command},
+    {"table", add_table_command},
     {"analyze", add_analyze_command},
     {"launch", add_launch_command},
     {"translate", add_translate_command},

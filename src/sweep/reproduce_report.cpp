@@ -356,14 +356,15 @@ std::string readme_section(const ExperimentSpec& e, const fs::path& out) {
   return section;
 }
 
-void replace_readme_section(const fs::path& readme, const std::string& section) {
+void replace_readme_section(const fs::path& readme, const std::string& section,
+                            const std::string& begin_marker, const std::string& end_marker) {
   const std::string text = io::read_file(readme);
-  const std::string begin = std::string(kReadmeBegin) + "\n", end = std::string(kReadmeEnd);
+  const std::string begin = begin_marker + "\n", end = end_marker;
   const size_t b = text.find(begin), e = text.find(end);
   HC_CHECK(b != std::string::npos && e != std::string::npos && b < e,
            "{}: expected the line\n  {}\nand after it the line\n  {}\naround the generated "
            "section",
-           readme.string(), kReadmeBegin, kReadmeEnd);
+           readme.string(), begin_marker, end_marker);
   HC_CHECK(
       text.find(begin, b + 1) == std::string::npos && text.find(end, e + 1) == std::string::npos,
       "{}: the generated section's markers appear more than once", readme.string());

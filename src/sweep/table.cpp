@@ -1,0 +1,301 @@
+// `headcount table`: tables of evaluated runs from their records.
+#include "headcount/sweep/table.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <yaml-cpp/yaml.h>
+
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+
+#include "headcount/common/check.h"
+#include "headcount/common/io.h"
+#include "headcount/common/text.h"
+#include "headcount/eval/record.h"
+#include "headcount/eval/significance.h"
+#include "sweep/sweep_yaml.h"
+
+namespace headcount::sweep {
+namespace {
+
+using detail::string_list;
+using detail::where;
+
+void check_keys(const YAML::Node& node, const fs::path& file, const std::string& what,
+                const std::set<std::string>& allowed) {
+  HC_CHECK(node.IsMap(), "{}: {}: expected a map", where(file, node), what);
+  for (const auto& kv : node)
+    HC_CHECK(allowed.count(kv.first.Scalar()), "{}: {}: unknown key '{}' (expected one of: {})",
+             where(file, kv.first), what, kv.first.Scalar(), fmt::join(allowed, ", "));
+}
+
+std::string scalar(const YAML::Node& node, const fs::path& file, const std::string& key) {
+  HC_CHECK(node && node.IsScalar() && !node.Scalar().empty(), "{}: {}: expected a text",
+           node ? where(file, node) : file.string(), key);
+  return node.Scalar();
+}
+
+TableSpec::Run read_run(const std::string& name, const YAML::Node& node, const fs::path& file) {
+  TableSpec::Run r{name, name, {}};
+  std::string path;
+  if (node.IsScalar()) {
+    path = scalar(node, file, "runs: " + name);
+  } else {
+    check_keys(node, file, "runs: " + name, {"path", "label"});
+    path = scalar(node["path"], file, "runs: " + name + ": path");
+    if (node["label"]) r.label = scalar(node["label"], file, "runs: " + name + ": label");
+  }
+  r.path = fs::absolute(file.parent_path() / path).lexically_normal();
+  return r;
+}
+
+std::vector<std::string> run_names(const YAML::Node& node, const fs::path& file,
+                                   const std::string& key, const std::set<std::string>& known) {
+  const auto names = string_list(node, file, key);
+  for (const auto& n : names)
+    HC_CHECK(known.count(n), "{}: {}: '{}' is not one of the file's runs", where(file, node), key,
+             n);
+  return names;
+}
+
+// A split's evaluation of a run: its record and translations.
+struct Evaluation {
+  eval::EvalRecord record;
+  fs::path hyp;  // empty: not kept
+};
+
+std::optional<std::vector<std::string>> segments(const fs::path& path) {
+  std::error_code ec;
+  if (path.empty() || !fs::is_regular_file(path, ec)) return std::nullopt;
+  auto lines = io::read_lines(path, {.allow_empty_file = true});
+  for (auto& l : lines) l = text::rstrip_py_utf8(l);
+  return lines;
+}
+
+Evaluation evaluation(const TableSpec::Run& run, const std::string& split) {
+  const fs::path file = run.path / fmt::format("eval-{}.json", split);
+  auto record = eval::read_eval_record(file);
+  HC_CHECK(record.has_value(), "run {}: no {} (`headcount eval --split {} --out {}`)", run.name,
+           file.string(), split, file.string());
+  Evaluation e{*record, {}};
+  const fs::path hyp = run.path / fmt::format("eval-{}.hyp.txt", split);
+  std::error_code ec;
+  if (fs::is_regular_file(hyp, ec)) e.hyp = hyp;
+  return e;
+}
+
+// The evaluations read so far, per run and split (each file read once).
+struct Evaluations {
+  std::map<std::string, const TableSpec::Run*> runs;
+  std::map<std::string, std::map<std::string, Evaluation>> read;
+  const Evaluation& of(const std::string& name, const std::string& split) {
+    auto& per = read[name];
+    auto it = per.find(split);
+    if (it == per.end()) it = per.emplace(split, evaluation(*runs.at(name), split)).first;
+    return it->second;
+  }
+};
+
+// The scores against the first reference ("ref1"; a record may also hold ref2..., all_refs).
+std::optional<double> first_score(const eval::EvalRecord& r, bool chrf) {
+  const auto* s = r.score("ref1");
+  if (!s) return std::nullopt;
+  return chrf ? s->chrf : s->bleu;
+}
+
+std::string number(std::optional<double> v) {
+  return v ? fmt::format("{:.2f}", *v) : "-";
+}
+
+// The BLEU difference of `run` against `other` on a split, with the paired bootstrap p-value
+// where both kept their translations and the first reference file is here.
+std::string difference(const Evaluation& run, const Evaluation& other,
+                       const TableOptions& options) {
+  const auto a = first_score(run.record, false), b = first_score(other.record, false);
+  if (!a || !b) return "-";
+  std::string cell = fmt::format("{:+.2f}", *a - *b);
+  if (run.record.ref_files.empty()) return cell;
+  const auto hyp = segments(run.hyp), base = segments(other.hyp),
+             ref = segments(run.record.ref_files.front());
+  if (!hyp || !base || !ref || hyp->size() != base->size() || hyp->size() != ref->size() ||
+      hyp->empty())
+    return cell;
+  eval::PairedTestOptions po;
+  po.samples = options.samples;
+  po.seed = options.seed;
+  const auto cmp = eval::paired_compare(eval::BleuOptions{}, *base, *hyp, {*ref}, po);
+  return cell + fmt::format(" (p {:.3f})", cmp.result.p_value);
+}
+
+std::string result_table(const TableSpec& spec, const TableSpec::Table& t, Evaluations& evals,
+                         const TableOptions& options) {
+  std::vector<std::string> head = {"run", "heads e/d/de"};
+  for (const auto& s : spec.splits) head.push_back(s + " BLEU");
+  for (const auto& s : spec.splits) head.push_back(s + " chrF");
+  for (const auto& a : t.against)
+    for (const auto& s : spec.splits) head.push_back(fmt::format("vs {}, {}", a, s));
+  std::string out = fmt::format("### {}\n\n| {} |\n|", t.title, fmt::join(head, " | "));
+  for (size_t i = 0; i < head.size(); ++i) out += i < 2 ? " --- |" : " ---: |";
+  out += "\n";
+  for (const auto& name : t.rows) {
+    const auto* run = evals.runs.at(name);
+    std::vector<std::string> cells = {
+        run->label == name ? name : fmt::format("{} ({})", run->label, name),
+        evals.of(name, spec.splits.front()).record.heads_e_d_de};
+    for (const auto& s : spec.splits)
+      cells.push_back(number(first_score(evals.of(name, s).record, false)));
+    for (const auto& s : spec.splits)
+      cells.push_back(number(first_score(evals.of(name, s).record, true)));
+    for (const auto& a : t.against)
+      for (const auto& s : spec.splits)
+        cells.push_back(a == name ? "" : difference(evals.of(name, s), evals.of(a, s), options));
+    out += fmt::format("| {} |\n", fmt::join(cells, " | "));
+  }
+  return out;
+}
+
+std::string pair_table(const TableSpec& spec, const TableSpec::Table& t, Evaluations& evals,
+                       const TableOptions& options) {
+  std::vector<std::string> head = {"run", "against"};
+  for (const auto& s : spec.splits) head.push_back(s + " BLEU difference");
+  std::string out = fmt::format("### {}\n\n| {} |\n|", t.title, fmt::join(head, " | "));
+  for (size_t i = 0; i < head.size(); ++i) out += i < 2 ? " --- |" : " ---: |";
+  out += "\n";
+  for (const auto& [run, other] : t.pairs) {
+    std::vector<std::string> cells = {run, other};
+    for (const auto& s : spec.splits)
+      cells.push_back(difference(evals.of(run, s), evals.of(other, s), options));
+    out += fmt::format("| {} |\n", fmt::join(cells, " | "));
+  }
+  return out;
+}
+
+std::string text_of(const nlohmann::json& j, const char* key) {
+  if (!j.is_object() || !j.contains(key) || !j[key].is_string() ||
+      j[key].get<std::string>().empty())
+    return "";
+  return j[key].get<std::string>();
+}
+
+// "AMD EPYC (2 cores)" or "... + GPU"; "not recorded" for records older than provenance.
+std::string machine(const nlohmann::json& p) {
+  if (!p.is_object() || p.empty()) return "not recorded";
+  std::string m = text_of(p, "cpu");
+  if (p.contains("cores") && p["cores"].is_number_integer())
+    m += fmt::format(" ({} cores)", p["cores"].get<int64_t>());
+  if (!text_of(p, "gpu").empty()) m += ", " + text_of(p, "gpu");
+  if (!text_of(p, "libtorch").empty()) m += ", LibTorch " + text_of(p, "libtorch");
+  return m;
+}
+
+std::string where_table(const TableSpec& spec, const Evaluations& evals) {
+  std::string out =
+      "### Where the runs ran\n\n| run | steps | training minutes | commit | trained on | "
+      "decoded on | decoding |\n| --- | ---: | ---: | --- | --- | --- | --- |\n";
+  for (const auto& run : spec.runs) {
+    const auto it = evals.read.find(run.name);
+    if (it == evals.read.end()) continue;
+    nlohmann::json summary;
+    std::error_code ec;
+    if (fs::is_regular_file(run.path / "summary.json", ec))
+      summary = nlohmann::json::parse(io::read_file(run.path / "summary.json"));
+    const nlohmann::json prov = summary.is_object() && summary.contains("provenance")
+                                    ? summary["provenance"]
+                                    : nlohmann::json();
+    const std::string steps =
+        summary.contains("steps") ? fmt::format("{}", summary["steps"].get<int64_t>()) : "-";
+    const std::string minutes =
+        summary.contains("train_seconds")
+            ? fmt::format("{:.1f}", summary["train_seconds"].get<double>() / 60.0)
+            : "-";
+    const Evaluation& e = it->second.begin()->second;
+    const std::string commit = text_of(prov, "commit");
+    out += fmt::format("| {} | {} | {} | {} | {} | {} | {}, beam {} |\n", run.name, steps, minutes,
+                       commit.empty() ? "not recorded" : commit,
+                       summary.is_object() ? machine(prov) : "-", machine(e.record.provenance),
+                       e.record.precision, e.record.beam);
+  }
+  return out;
+}
+
+}  // namespace
+
+TableSpec load_table_spec(const fs::path& path) {
+  TableSpec spec;
+  spec.file = fs::absolute(path);
+  const fs::path& file = spec.file;
+  const YAML::Node root = detail::read_yaml_file(file, "table file", "a map with runs and tables");
+  check_keys(root, file, "the table file", {"splits", "runs", "tables"});
+  if (root["splits"]) {
+    spec.splits = string_list(root["splits"], file, "splits");
+    HC_CHECK(!spec.splits.empty(), "{}: splits: expected at least one split (dev, test)",
+             where(file, root["splits"]));
+  }
+  const YAML::Node runs = root["runs"];
+  HC_CHECK(runs && runs.IsMap() && runs.size() > 0,
+           "{}: runs: expected a map of names to run folders", file.string());
+  std::set<std::string> known;
+  for (const auto& kv : runs) {
+    const std::string name = kv.first.Scalar();
+    HC_CHECK(known.insert(name).second, "{}: runs: '{}' is named twice", where(file, kv.first),
+             name);
+    spec.runs.push_back(read_run(name, kv.second, file));
+  }
+  const YAML::Node tables = root["tables"];
+  HC_CHECK(tables && tables.IsSequence() && tables.size() > 0,
+           "{}: tables: expected a list of tables, each with a title and rows", file.string());
+  for (const auto& t : tables) {
+    check_keys(t, file, "tables", {"title", "against", "rows", "pairs"});
+    TableSpec::Table table;
+    table.title = scalar(t["title"], file, "tables: title");
+    HC_CHECK(!t["rows"] != !t["pairs"],
+             "{}: tables: {}: expected rows (a list of the file's runs) or pairs (a list of "
+             "[RUN, OTHER]), one of them",
+             where(file, t), table.title);
+    if (t["pairs"]) {
+      const YAML::Node pairs = t["pairs"];
+      HC_CHECK(pairs.IsSequence() && pairs.size() > 0,
+               "{}: tables: pairs: expected a list of [RUN, OTHER]", where(file, pairs));
+      for (const auto& p : pairs) {
+        const auto two = run_names(p, file, "tables: pairs", known);
+        HC_CHECK(p.IsSequence() && two.size() == 2,
+                 "{}: tables: pairs: expected [RUN, OTHER], two of the file's runs",
+                 where(file, p));
+        table.pairs.emplace_back(two[0], two[1]);
+      }
+    } else {
+      table.rows = run_names(t["rows"], file, "tables: rows", known);
+      if (t["against"]) table.against = run_names(t["against"], file, "tables: against", known);
+    }
+    spec.tables.push_back(table);
+  }
+  for (const auto& run : spec.runs)
+    for (const auto& split : spec.splits) {
+      std::error_code ec;
+      const fs::path e = run.path / fmt::format("eval-{}.json", split);
+      HC_CHECK(fs::is_regular_file(e, ec), "{}: runs: {}: no {} (an evaluated run folder)",
+               file.string(), run.name, e.string());
+    }
+  return spec;
+}
+
+std::string render_tables(const TableSpec& spec, const TableOptions& options) {
+  Evaluations evals;
+  for (const auto& r : spec.runs) evals.runs[r.name] = &r;
+  std::string out;
+  for (const auto& t : spec.tables)
+    out += (t.pairs.empty() ? result_table(spec, t, evals, options)
+                            : pair_table(spec, t, evals, options)) +
+           "\n";
+  out += fmt::format(
+      "BLEU and chrF of the first reference; \"vs RUN\": the BLEU difference with the p-value "
+      "of a paired bootstrap test ({} resamples, seed {}; `headcount bleu HYP REF --paired-bs "
+      "OTHER_HYP`) where both runs kept their translations.\n\n",
+      options.samples, options.seed);
+  out += where_table(spec, evals);
+  return out;
+}
+
+}  // namespace headcount::sweep

@@ -1,0 +1,201 @@
+// headcount table: tables of evaluated runs from their records.
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+
+#include <filesystem>
+
+#include "headcount/common/io.h"
+#include "headcount/eval/record.h"
+#include "headcount/sweep/reproduce.h"
+#include "headcount/sweep/table.h"
+#include "test_util.h"
+
+namespace headcount {
+namespace {
+
+using testing::error_of;
+using testing::TempDir;
+
+// An evaluated run folder: eval-dev.json / eval-test.json with the given BLEU and chrF, the
+// translations `hyps` (kept unless empty) and, optionally, a summary.json with provenance.
+void write_run(const fs::path& dir, double bleu, double chrf, const std::vector<std::string>& hyps,
+               const fs::path& ref, bool with_summary) {
+  fs::create_directories(dir);
+  for (const std::string split : {"dev", "test"}) {
+    eval::EvalRecord r;
+    r.data = split;
+    r.sentences = hyps.size();
+    r.beam = 4;
+    r.precision = "bf16";
+    r.heads_e_d_de = "1/2/3";
+    r.ref_files = {ref.string()};
+    eval::ReferenceScores s;
+    s.name = "ref1";
+    s.bleu = bleu;
+    s.chrf = chrf;
+    // A second reference and all of them together, listed first: the table takes ref1's.
+    eval::ReferenceScores all = s;
+    all.name = "all_refs";
+    all.bleu = 99.0;
+    all.chrf = 98.0;
+    r.scores = {all, s};
+    r.provenance = {{"cpu", "Test CPU"}, {"cores", 2}};
+    if (!hyps.empty()) {
+      std::string text;
+      for (const auto& h : hyps) text += h + "\n";
+      io::write_file_atomic(dir / fmt::format("eval-{}.hyp.txt", split), text);
+    }
+    eval::write_eval_record(dir / fmt::format("eval-{}.json", split), r);
+  }
+  if (with_summary)
+    io::write_file_atomic(dir / "summary.json",
+                          R"({"status": "finished", "steps": 1744, "train_seconds": 1500,
+                              "provenance": {"commit": "abc1234", "cpu": "Test CPU", "cores": 2,
+                                             "libtorch": "1.13.0"}})");
+}
+
+struct Fixture {
+  TempDir dir;
+  fs::path ref;
+  Fixture() {
+    std::vector<std::string> refs, worse;
+    for (int i = 0; i < 40; ++i) {
+      refs.push_back(
+          fmt::format("the heads of layer {} attend to the word before the verb {}", i, i * 7));
+      worse.push_back(fmt::format("heads layer {} attend word the verb", i));
+    }
+    ref = dir / "ref.en";
+    std::string text;
+    for (const auto& r : refs) text += r + "\n";
+    io::write_file_atomic(ref, text);
+    write_run(dir / "records" / "best", 40.5, 60.25, refs, ref, true);
+    write_run(dir / "records" / "worse", 12.0, 30.0, worse, ref, false);
+    write_run(dir / "records" / "same", 12.25, 30.5, worse, ref, false);
+    write_run(dir / "records" / "nohyp", 11.0, 29.0, {}, ref, false);
+  }
+  fs::path spec(const std::string& text) const {
+    io::write_file_atomic(dir / "table.yaml", text);
+    return dir / "table.yaml";
+  }
+};
+
+const char* kSpec = R"(runs:
+  best: {path: records/best, label: the references}
+  worse: records/worse
+  same: records/same
+  nohyp: records/nohyp
+tables:
+  - title: Four runs
+    against: [worse]
+    rows: [best, worse, same, nohyp]
+)";
+
+TEST(Table, RowsComeFromTheRecordsWithPairedTestsAgainstTheNamedRuns) {
+  Fixture f;
+  const auto spec = sweep::load_table_spec(f.spec(kSpec));
+  const std::string md = sweep::render_tables(spec);
+  EXPECT_NE(md.find("### Four runs"), std::string::npos) << md;
+  EXPECT_NE(md.find("| run | heads e/d/de | dev BLEU | test BLEU | dev chrF | test chrF | vs "
+                    "worse, dev | vs worse, test |"),
+            std::string::npos)
+      << md;
+  // The references against the damaged translations: +28.50 BLEU, p = 1/1001 (no resample of
+  // the centred differences reaches the observed one); the same translations as the compared
+  // run: p = 1 (every centred difference is 0, as large as the observed 0); no translations
+  // kept: the difference alone; the compared run's own cells empty.
+  EXPECT_NE(md.find("| the references (best) | 1/2/3 | 40.50 | 40.50 | 60.25 | 60.25 | +28.50 "
+                    "(p 0.001) | +28.50 (p 0.001) |"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(md.find("| worse | 1/2/3 | 12.00 | 12.00 | 30.00 | 30.00 |  |  |"), std::string::npos)
+      << md;
+  EXPECT_NE(md.find("| same | 1/2/3 | 12.25 | 12.25 | 30.50 | 30.50 | +0.25 (p 1.000) | +0.25 "
+                    "(p 1.000) |"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(md.find("| nohyp | 1/2/3 | 11.00 | 11.00 | 29.00 | 29.00 | -1.00 | -1.00 |"),
+            std::string::npos)
+      << md;
+  // Where: the summary's steps, minutes, commit and machine; the evaluation's machine.
+  EXPECT_NE(md.find("| best | 1744 | 25.0 | abc1234 | Test CPU (2 cores), LibTorch 1.13.0 | "
+                    "Test CPU (2 cores) | bf16, beam 4 |"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(md.find("| worse | - | - | not recorded | - | Test CPU (2 cores) | bf16, beam 4 |"),
+            std::string::npos)
+      << md;
+}
+
+TEST(Table, PairsCompareEachRunWithItsOther) {
+  Fixture f;
+  const auto spec = sweep::load_table_spec(
+      f.spec("runs: {best: records/best, worse: records/worse, same: records/same}\n"
+             "tables:\n  - title: Pairs\n    pairs: [[best, worse], [worse, same]]\n"));
+  const std::string md = sweep::render_tables(spec);
+  EXPECT_NE(md.find("| run | against | dev BLEU difference | test BLEU difference |"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(md.find("| best | worse | +28.50 (p 0.001) | +28.50 (p 0.001) |"), std::string::npos)
+      << md;
+  EXPECT_NE(md.find("| worse | same | -0.25 (p 1.000) | -0.25 (p 1.000) |"), std::string::npos)
+      << md;
+  const std::string e = error_of([&] {
+    sweep::load_table_spec(
+        f.spec("runs: {best: records/best}\ntables:\n  - {title: t, pairs: [[best]]}\n"));
+  });
+  EXPECT_NE(e.find("expected [RUN, OTHER]"), std::string::npos) << e;
+  const std::string both = error_of([&] {
+    sweep::load_table_spec(
+        f.spec("runs: {best: records/best}\ntables:\n  - {title: t, rows: [best], pairs: [[best, "
+               "best]]}\n"));
+  });
+  EXPECT_NE(both.find("one of them"), std::string::npos) << both;
+}
+
+TEST(Table, ReadmeSectionIsReplacedBetweenItsMarkers) {
+  Fixture f;
+  const auto spec = sweep::load_table_spec(f.spec(kSpec));
+  const std::string tables = sweep::render_tables(spec);
+  const fs::path readme = f.dir / "README.md";
+  io::write_file_atomic(readme, fmt::format("# Study\n\nprose\n\n{}\nold\n{}\n\nmore prose\n",
+                                            sweep::kTableBegin, sweep::kTableEnd));
+  sweep::replace_readme_section(readme, tables, sweep::kTableBegin, sweep::kTableEnd);
+  EXPECT_EQ(io::read_file(readme), fmt::format("# Study\n\nprose\n\n{}\n\n{}\n{}\n\nmore prose\n",
+                                               sweep::kTableBegin, tables, sweep::kTableEnd));
+  // reproduce's markers are not table's.
+  io::write_file_atomic(readme, fmt::format("{}\n{}\n", sweep::kReadmeBegin, sweep::kReadmeEnd));
+  const std::string e = error_of(
+      [&] { sweep::replace_readme_section(readme, tables, sweep::kTableBegin, sweep::kTableEnd); });
+  EXPECT_NE(e.find(readme.string() + ": expected the line"), std::string::npos) << e;
+  EXPECT_NE(e.find(sweep::kTableBegin), std::string::npos) << e;
+}
+
+TEST(Table, MalformedFilesAreClearErrors) {
+  Fixture f;
+  auto err = [&](const std::string& text) {
+    return error_of([&] { sweep::load_table_spec(f.spec(text)); });
+  };
+  const std::string file = (f.dir / "table.yaml").string();
+  std::string e = err("runs: {a: records/best}\ntables:\n  - {title: t, rows: [a, b]}\n");
+  EXPECT_NE(e.find(file + ":3"), std::string::npos) << e;
+  EXPECT_NE(e.find("'b' is not one of the file's runs"), std::string::npos) << e;
+  e = err("runs: {a: records/best}\ntables:\n  - {title: t, rows: [a], colour: red}\n");
+  EXPECT_NE(e.find("unknown key 'colour'"), std::string::npos) << e;
+  e = err("runs: {a: records/missing}\ntables:\n  - {title: t, rows: [a]}\n");
+  EXPECT_NE(e.find("runs: a: no "), std::string::npos) << e;
+  EXPECT_NE(e.find("eval-dev.json"), std::string::npos) << e;
+  e = err("runs: {a: records/best}\ntables:\n  - {title: t, against: [z], rows: [a]}\n");
+  EXPECT_NE(e.find("tables: against: 'z' is not one of the file's runs"), std::string::npos) << e;
+  e = err("runs: {a: {path: records/best, colour: red}}\ntables:\n  - {title: t, rows: [a]}\n");
+  EXPECT_NE(e.find("runs: a: unknown key 'colour'"), std::string::npos) << e;
+  e = err("runs: {a: records/best}\n");
+  EXPECT_NE(e.find("tables: expected a list of tables"), std::string::npos) << e;
+  e = err("runs: {a: records/best}\ntables:\n  - {title: t}\n");
+  EXPECT_NE(e.find("expected rows"), std::string::npos) << e;
+  e = err("runs: {a: records/best, a: records/worse}\ntables:\n  - {title: t, rows: [a]}\n");
+  EXPECT_NE(e.find(file), std::string::npos) << e;
+}
+
+}  // namespace
+}  // namespace headcount
