@@ -127,7 +127,8 @@ TEST(Docs, L0RecoveryReadmeCitesOnlyGeneratedFigures) {
     throw;
   }
   fs::current_path(cwd);
-  std::string committed = table_section(readme);
+  const std::string section = table_section(readme);
+  std::string committed = section;
   ASSERT_FALSE(committed.empty()) << readme_path << " has no section between the table markers";
   std::error_code ec;
   if (!fs::exists(src / "data" / "bible" / "dev.en", ec)) {
@@ -137,7 +138,7 @@ TEST(Docs, L0RecoveryReadmeCitesOnlyGeneratedFigures) {
   EXPECT_TRUE(committed == "\n" + tables + "\n")
       << "the README's generated tables are not what the records give: run headcount table "
          "experiments/l0-recovery/table.yaml --readme experiments/l0-recovery/README.md";
-  const auto generated = figures(tables + committed, true);
+  const auto generated = figures(tables + section, true);
   for (const auto& [n, line] : prose_lines(readme))
     for (const auto& f : figures(line, false))
       EXPECT_TRUE(generated.count(f))
