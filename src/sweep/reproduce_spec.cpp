@@ -19,6 +19,7 @@ namespace headcount::sweep {
 namespace {
 
 using detail::assignments;
+using detail::check_keys;
 using detail::string_list;
 using detail::where;
 using detail::yaml_text;
@@ -53,14 +54,6 @@ YAML::Node apply_profile(const YAML::Node& root, const fs::path& file, const std
     out[key] = kv.second;
   }
   return out;
-}
-
-void check_keys(const YAML::Node& node, const fs::path& file, const std::string& what,
-                const std::set<std::string>& allowed) {
-  HC_CHECK(node.IsMap(), "{}: {}: expected a map", where(file, node), what);
-  for (const auto& kv : node)
-    HC_CHECK(allowed.count(kv.first.Scalar()), "{}: {}: unknown key '{}' (expected one of: {})",
-             where(file, kv.first), what, kv.first.Scalar(), fmt::join(allowed, ", "));
 }
 
 template <typename T>

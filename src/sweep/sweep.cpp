@@ -106,6 +106,14 @@ void add_threads(std::vector<std::string>& args, const Assignments& a, const Ass
                            fmt::format("threads.blas={}", threads_blas)});
 }
 
+void check_keys(const YAML::Node& node, const fs::path& file, const std::string& what,
+                const std::set<std::string>& allowed) {
+  HC_CHECK(node.IsMap(), "{}: {}: expected a map", where(file, node), what);
+  for (const auto& kv : node)
+    HC_CHECK(allowed.count(kv.first.Scalar()), "{}: {}: unknown key '{}' (expected one of: {})",
+             where(file, kv.first), what, kv.first.Scalar(), fmt::join(allowed, ", "));
+}
+
 // A sweep or experiment file's YAML, checked: it exists, parses, has no key twice and is a map.
 YAML::Node read_yaml_file(const fs::path& file, const std::string& what,
                           const std::string& expected) {

@@ -4,6 +4,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <filesystem>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,10 @@ void add_threads(std::vector<std::string>& args, const Assignments& a, const Ass
 // has no key twice and is a map (else "FILE: expected EXPECTED").
 YAML::Node read_yaml_file(const fs::path& file, const std::string& what,
                           const std::string& expected);
+// A map whose keys are all in `allowed` (else "FILE:LINE: WHAT: unknown key 'K' (expected one of:
+// ...)"); a node that is not a map: "FILE:LINE: WHAT: expected a map".
+void check_keys(const YAML::Node& node, const fs::path& file, const std::string& what,
+                const std::set<std::string>& allowed);
 // A map of config keys to values ({} for a missing node).
 Assignments assignments(const YAML::Node& node, const fs::path& file, const std::string& key);
 

@@ -20,16 +20,9 @@
 namespace headcount::sweep {
 namespace {
 
+using detail::check_keys;
 using detail::string_list;
 using detail::where;
-
-void check_keys(const YAML::Node& node, const fs::path& file, const std::string& what,
-                const std::set<std::string>& allowed) {
-  HC_CHECK(node.IsMap(), "{}: {}: expected a map", where(file, node), what);
-  for (const auto& kv : node)
-    HC_CHECK(allowed.count(kv.first.Scalar()), "{}: {}: unknown key '{}' (expected one of: {})",
-             where(file, kv.first), what, kv.first.Scalar(), fmt::join(allowed, ", "));
-}
 
 std::string scalar(const YAML::Node& node, const fs::path& file, const std::string& key) {
   HC_CHECK(node && node.IsScalar() && !node.Scalar().empty(), "{}: {}: expected a text",
