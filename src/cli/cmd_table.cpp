@@ -11,7 +11,6 @@ namespace headcount::cli {
 void add_table_command(CLI::App& app) {
   struct Args {
     std::string file, readme;
-    int samples = 1000;
   };
   auto a = std::make_shared<Args>();
   auto* cmd = app.add_subcommand(
@@ -28,14 +27,9 @@ void add_table_command(CLI::App& app) {
                       std::string(sweep::kTableBegin) + "\" and \"" + sweep::kTableEnd +
                       "\", instead of printing them")
       ->check(CLI::ExistingFile);
-  cmd->add_option("--samples", a->samples, "Bootstrap resamples of the paired tests")
-      ->check(integer_in(1, 1000000))
-      ->capture_default_str();
   cmd->callback([a] {
     const auto spec = sweep::load_table_spec(a->file);
-    sweep::TableOptions o;
-    o.samples = a->samples;
-    const std::string tables = sweep::render_tables(spec, o);
+    const std::string tables = sweep::render_tables(spec);
     if (a->readme.empty()) {
       std::printf("%s", tables.c_str());
       return;

@@ -112,8 +112,9 @@ int64_t L0Pruning::schedule_start() const {
 }
 
 int64_t L0Pruning::end_step(int64_t max_steps) const {
+  // fixed_at_ <= max_steps - recovery_steps (the latest fixing point), so this is never later.
   if (!config_.prune.exact_recovery || !fixed()) return max_steps;
-  return std::min(max_steps, fixed_at_ + config_.prune.recovery_steps);
+  return fixed_at_ + config_.prune.recovery_steps;
 }
 
 std::map<std::string, torch::Tensor> L0Pruning::mask_values() {

@@ -212,19 +212,7 @@ std::optional<std::vector<std::string>> segments(const fs::path& p) {
 // recorded translations; nullopt (the table shows the difference alone) where either is missing.
 std::optional<double> paired_p(const SplitScores& run, const SplitScores& control) {
   if (run.hyp_file.empty() || control.hyp_file.empty() || run.ref_file.empty()) return std::nullopt;
-  const auto hyp = segments(run.hyp_file), base = segments(control.hyp_file),
-             ref = segments(run.ref_file);
-  if (!hyp || !base || !ref) return std::nullopt;
-  if (hyp->size() != base->size() || hyp->size() != ref->size() || hyp->empty()) {
-    log::warn("report: no paired test of {} against {}: {}, {} and {} lines ({})",
-              run.hyp_file.string(), control.hyp_file.string(), hyp->size(), base->size(),
-              ref->size(), run.ref_file.string());
-    return std::nullopt;
-  }
-  const eval::Bleu bleu;
-  return eval::paired_test(eval::bleu_segment_stats(bleu, *base, {*ref}),
-                           eval::bleu_segment_stats(bleu, *hyp, {*ref}), eval::bleu_scorer(bleu))
-      .p_value;
+  return paired_bleu_p(run.hyp_file, control.hyp_file, run.ref_file);
 }
 
 // split_score on every split listed; the splits whose evaluation is missing are left out.
@@ -1162,6 +1150,21 @@ std::string plots_markdown(const ReportOptions& o, const Report& r) {
 }
 
 }  // namespace
+
+std::optional<double> paired_bleu_p(const fs::path& system, const fs::path& baseline,
+                                    const fs::path& reference) {
+  const auto hyp = segments(system), base = segments(baseline), ref = segments(reference);
+  if (!hyp || !base || !ref) return std::nullopt;
+  if (hyp->size() != base->size() || hyp->size() != ref->size() || hyp->empty()) {
+    log::warn("report: no paired test of {} against {}: {}, {} and {} lines ({})", system.string(),
+              baseline.string(), hyp->size(), base->size(), ref->size(), reference.string());
+    return std::nullopt;
+  }
+  const eval::Bleu bleu;
+  return eval::paired_test(eval::bleu_segment_stats(bleu, *base, {*ref}),
+                           eval::bleu_segment_stats(bleu, *hyp, {*ref}), eval::bleu_scorer(bleu))
+      .p_value;
+}
 
 std::string heads_summary(const std::vector<int64_t>& heads) {
   return fmt::format("{}", fmt::join(heads, "/"));

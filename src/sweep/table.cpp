@@ -12,9 +12,8 @@
 
 #include "headcount/common/check.h"
 #include "headcount/common/io.h"
-#include "headcount/common/text.h"
 #include "headcount/eval/record.h"
-#include "headcount/eval/significance.h"
+#include "headcount/sweep/report.h"
 #include "sweep/sweep_yaml.h"
 
 namespace headcount::sweep {
@@ -59,14 +58,6 @@ struct Evaluation {
   fs::path hyp;  // empty: not kept
 };
 
-std::optional<std::vector<std::string>> segments(const fs::path& path) {
-  std::error_code ec;
-  if (path.empty() || !fs::is_regular_file(path, ec)) return std::nullopt;
-  auto lines = io::read_lines(path, {.allow_empty_file = true});
-  for (auto& l : lines) l = text::rstrip_py_utf8(l);
-  return lines;
-}
-
 Evaluation evaluation(const TableSpec::Run& run, const std::string& split) {
   const fs::path file = run.path / fmt::format("eval-{}.json", split);
   auto record = eval::read_eval_record(file);
@@ -103,35 +94,30 @@ std::string number(std::optional<double> v) {
 }
 
 // The BLEU difference of `run` against `other` on a split, with the paired bootstrap p-value
-// where both kept their translations and the first reference file is here.
-std::string difference(const Evaluation& run, const Evaluation& other,
-                       const TableOptions& options) {
+// where both kept their translations and the first reference file can be read.
+std::string difference(const Evaluation& run, const Evaluation& other) {
   const auto a = first_score(run.record, false), b = first_score(other.record, false);
   if (!a || !b) return "-";
-  std::string cell = fmt::format("{:+.2f}", *a - *b);
-  if (run.record.ref_files.empty()) return cell;
-  const auto hyp = segments(run.hyp), base = segments(other.hyp),
-             ref = segments(run.record.ref_files.front());
-  if (!hyp || !base || !ref || hyp->size() != base->size() || hyp->size() != ref->size() ||
-      hyp->empty())
-    return cell;
-  eval::PairedTestOptions po;
-  po.samples = options.samples;
-  po.seed = options.seed;
-  const auto cmp = eval::paired_compare(eval::BleuOptions{}, *base, *hyp, {*ref}, po);
-  return cell + fmt::format(" (p {:.3f})", cmp.result.p_value);
+  const std::string cell = fmt::format("{:+.2f}", *a - *b);
+  if (run.hyp.empty() || other.hyp.empty() || run.record.ref_files.empty()) return cell;
+  const auto p = paired_bleu_p(run.hyp, other.hyp, run.record.ref_files.front());
+  return p ? cell + fmt::format(" (p {:.3f})", *p) : cell;
 }
 
-std::string result_table(const TableSpec& spec, const TableSpec::Table& t, Evaluations& evals,
-                         const TableOptions& options) {
+// A table's title and the header of its columns (the first two left-aligned, the rest figures).
+std::string table_head(const std::string& title, const std::vector<std::string>& head) {
+  std::string out = fmt::format("### {}\n\n| {} |\n|", title, fmt::join(head, " | "));
+  for (size_t i = 0; i < head.size(); ++i) out += i < 2 ? " --- |" : " ---: |";
+  return out + "\n";
+}
+
+std::string result_table(const TableSpec& spec, const TableSpec::Table& t, Evaluations& evals) {
   std::vector<std::string> head = {"run", "heads e/d/de"};
   for (const auto& s : spec.splits) head.push_back(s + " BLEU");
   for (const auto& s : spec.splits) head.push_back(s + " chrF");
   for (const auto& a : t.against)
     for (const auto& s : spec.splits) head.push_back(fmt::format("vs {}, {}", a, s));
-  std::string out = fmt::format("### {}\n\n| {} |\n|", t.title, fmt::join(head, " | "));
-  for (size_t i = 0; i < head.size(); ++i) out += i < 2 ? " --- |" : " ---: |";
-  out += "\n";
+  std::string out = table_head(t.title, head);
   for (const auto& name : t.rows) {
     const auto* run = evals.runs.at(name);
     std::vector<std::string> cells = {
@@ -143,23 +129,20 @@ std::string result_table(const TableSpec& spec, const TableSpec::Table& t, Evalu
       cells.push_back(number(first_score(evals.of(name, s).record, true)));
     for (const auto& a : t.against)
       for (const auto& s : spec.splits)
-        cells.push_back(a == name ? "" : difference(evals.of(name, s), evals.of(a, s), options));
+        cells.push_back(a == name ? "" : difference(evals.of(name, s), evals.of(a, s)));
     out += fmt::format("| {} |\n", fmt::join(cells, " | "));
   }
   return out;
 }
 
-std::string pair_table(const TableSpec& spec, const TableSpec::Table& t, Evaluations& evals,
-                       const TableOptions& options) {
+std::string pair_table(const TableSpec& spec, const TableSpec::Table& t, Evaluations& evals) {
   std::vector<std::string> head = {"run", "against"};
   for (const auto& s : spec.splits) head.push_back(s + " BLEU difference");
-  std::string out = fmt::format("### {}\n\n| {} |\n|", t.title, fmt::join(head, " | "));
-  for (size_t i = 0; i < head.size(); ++i) out += i < 2 ? " --- |" : " ---: |";
-  out += "\n";
+  std::string out = table_head(t.title, head);
   for (const auto& [run, other] : t.pairs) {
     std::vector<std::string> cells = {run, other};
     for (const auto& s : spec.splits)
-      cells.push_back(difference(evals.of(run, s), evals.of(other, s), options));
+      cells.push_back(difference(evals.of(run, s), evals.of(other, s)));
     out += fmt::format("| {} |\n", fmt::join(cells, " | "));
   }
   return out;
@@ -274,19 +257,16 @@ TableSpec load_table_spec(const fs::path& path) {
   return spec;
 }
 
-std::string render_tables(const TableSpec& spec, const TableOptions& options) {
+std::string render_tables(const TableSpec& spec) {
   Evaluations evals;
   for (const auto& r : spec.runs) evals.runs[r.name] = &r;
   std::string out;
   for (const auto& t : spec.tables)
-    out += (t.pairs.empty() ? result_table(spec, t, evals, options)
-                            : pair_table(spec, t, evals, options)) +
-           "\n";
-  out += fmt::format(
+    out += (t.pairs.empty() ? result_table(spec, t, evals) : pair_table(spec, t, evals)) + "\n";
+  out +=
       "BLEU and chrF of the first reference; \"vs RUN\": the BLEU difference with the p-value "
-      "of a paired bootstrap test ({} resamples, seed {}; `headcount bleu HYP REF --paired-bs "
-      "OTHER_HYP`) where both runs kept their translations.\n\n",
-      options.samples, options.seed);
+      "of a paired bootstrap test (1000 resamples, seed 12345; `headcount bleu HYP REF "
+      "--paired-bs OTHER_HYP`) where both runs kept their translations.\n\n";
   out += where_table(spec, evals);
   return out;
 }

@@ -14,6 +14,13 @@ namespace headcount::sweep {
 
 namespace fs = std::filesystem;
 
+// The paired bootstrap p-value (1,000 resamples, sacreBLEU's seed) of the BLEU of `system`'s
+// translations against `baseline`'s, files of the same segments line by line, scored against
+// `reference`: the figure of `headcount bleu SYSTEM REFERENCE --paired-bs BASELINE`. nullopt,
+// with a warning naming the files, where one cannot be read or their line counts differ.
+std::optional<double> paired_bleu_p(const fs::path& system, const fs::path& baseline,
+                                    const fs::path& reference);
+
 struct ReportOptions {
   fs::path dir;  // the sweep's --out folder (holds sweep.json)
   // The sweep file, for a folder without sweep.json: its runs' committed records (run folders

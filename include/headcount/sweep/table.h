@@ -14,7 +14,6 @@
 //       pairs: [[kd-fix-72-1x, recovery-72-1x]]
 #pragma once
 
-#include <cstdint>
 #include <filesystem>
 #include <string>
 #include <utility>
@@ -45,17 +44,12 @@ struct TableSpec {
 // twice, rows or against naming no run, a run folder without eval-SPLIT.json).
 TableSpec load_table_spec(const fs::path& file);
 
-struct TableOptions {
-  int samples = 1000;  // bootstrap resamples of the paired tests (as `headcount bleu --paired-bs`)
-  uint64_t seed = 12345;  // their seed (sacreBLEU's)
-};
-
 // The tables in Markdown: per row its heads, BLEU and chrF per split, and per run of `against`
-// the difference in BLEU with the paired bootstrap p-value (from the kept translations and the
-// reference file each evaluation recorded, relative paths from the current folder; the difference
-// alone where a file is missing); then where each run was trained and decoded (commit, machine,
-// LibTorch, precision, minutes).
-std::string render_tables(const TableSpec& spec, const TableOptions& options = {});
+// the difference in BLEU with the paired bootstrap p-value (report.h's paired_bleu_p, from the
+// kept translations and the reference file each evaluation recorded, relative paths from the
+// current folder; the difference alone where a file is missing); then where each run was trained
+// and decoded (commit, machine, LibTorch, precision, minutes).
+std::string render_tables(const TableSpec& spec);
 
 // The markers of `headcount table --readme`'s section (each alone on its line).
 inline constexpr const char* kTableBegin =
