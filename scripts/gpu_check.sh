@@ -37,6 +37,8 @@
 # Each runs under a cap, all under HEADCOUNT_GPU_BUDGET seconds (default 560: the device tool's 600
 # less the writing of the results), so that a slow phase costs itself and not the figures of the
 # others. HEADCOUNT_GPU_FP32_ROUNDS (default 3) cuts the fp32 rounds of the benchmarks.
+# HEADCOUNT_GPU_DECODE_ARGS (default "--beams 1 4 --repeats 3") replaces the beams and repetitions
+# of `bench decode` (e.g. "--beams 4 --repeats 1" where the call has less than two minutes for it).
 # HEADCOUNT_GPU_PHASES="build cuda bench decode tests quickstart dist" picks phases (build is
 # needed once per machine; a later call reuses build-gpu/ only on the same warm machine).
 set -uo pipefail
@@ -149,7 +151,7 @@ bench() { # bench.txt: one JSON line per run; bench_summary.md: medians, ranges,
 decode() {
   set -o pipefail # each phase runs in a bash of its own
   $hc bench decode --checkpoint experiments/voita-table-cpu/baseline --set device=cuda \
-    --precisions fp32 bf16 --beams 1 4 --repeats 3 | tee "$out/decode.txt"
+    --precisions fp32 bf16 ${decode_args} | tee "$out/decode.txt"
 }
 
 tests() { # the whole suite; beside the benchmarks on their spare cores with the CPU as its device
@@ -205,9 +207,10 @@ dist() { # one rank over NCCL, the process group a CUDA build picks; must say so
 suite_beside_bench=0
 case " $phases " in *" bench "*) suite_beside_bench=1 ;; esac
 fp32_rounds=${HEADCOUNT_GPU_FP32_ROUNDS:-3}
+decode_args=${HEADCOUNT_GPU_DECODE_ARGS:---beams 1 4 --repeats 3}
 suite_cores=4-$(($(nproc) - 1))
 [ "$(nproc)" -gt 4 ] || suite_cores=0-$(($(nproc) - 1))
-export out hc deps torch_prefix jobs fp32_rounds suite_cores suite_beside_bench
+export out hc deps torch_prefix jobs fp32_rounds decode_args suite_cores suite_beside_bench
 export -f build cuda bench_pair bench decode tests quickstart dist
 phase build 360 build
 suite=
