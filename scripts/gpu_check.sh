@@ -36,7 +36,8 @@
 # where the benchmarks share the call).
 # Each runs under a cap, all under HEADCOUNT_GPU_BUDGET seconds (default 560: the device tool's 600
 # less the writing of the results), so that a slow phase costs itself and not the figures of the
-# others. HEADCOUNT_GPU_FP32_ROUNDS (default 3) cuts the fp32 rounds of the benchmarks.
+# others. HEADCOUNT_GPU_BENCH_ROUNDS (default 3) sets the benchmarks' rounds,
+# HEADCOUNT_GPU_FP32_ROUNDS (default 3) cuts the fp32 ones (0: bf16 alone).
 # HEADCOUNT_GPU_DECODE_ARGS (default "--beams 1 4 --repeats 3") replaces the beams and repetitions
 # of `bench decode` (e.g. "--beams 4 --repeats 1" where the call has less than two minutes for it).
 # HEADCOUNT_GPU_PHASES="build cuda bench decode tests quickstart dist" picks phases (build is
@@ -128,7 +129,7 @@ bench_pair() { # bench_pair NAME HEADCOUNT_ARGS -- PYTORCH_ARGS: alternating rou
   while [ "$1" != -- ]; do hc_args+=("$1"); shift; done
   shift
   py_args=("$@")
-  for round in 1 2 3; do
+  for round in $(seq 1 "$bench_rounds"); do
     for precision in bf16 fp32; do
       [ "$precision" = fp32 ] && [ "$round" -gt "$fp32_rounds" ] && continue
       $hc bench train --set device=cuda --precision "$precision" --json --steps 20 --warmup 5 \
@@ -208,9 +209,10 @@ suite_beside_bench=0
 case " $phases " in *" bench "*) suite_beside_bench=1 ;; esac
 fp32_rounds=${HEADCOUNT_GPU_FP32_ROUNDS:-3}
 decode_args=${HEADCOUNT_GPU_DECODE_ARGS:---beams 1 4 --repeats 3}
+bench_rounds=${HEADCOUNT_GPU_BENCH_ROUNDS:-3}
 suite_cores=4-$(($(nproc) - 1))
 [ "$(nproc)" -gt 4 ] || suite_cores=0-$(($(nproc) - 1))
-export out hc deps torch_prefix jobs fp32_rounds decode_args suite_cores suite_beside_bench
+export out hc deps torch_prefix jobs fp32_rounds bench_rounds decode_args suite_cores suite_beside_bench
 export -f build cuda bench_pair bench decode tests quickstart dist
 phase build 360 build
 suite=

@@ -5,19 +5,21 @@
 #
 #   bash scripts/gpu_deps.sh [OUT]        # default build-gpu-deps/ and build-gpu-deps.tar.xz
 #
-# It holds Debian 12's development packages of yaml-cpp, fmt, nlohmann-json, CLI11, GoogleTest,
+# It holds Debian 12's development packages of yaml-cpp, nlohmann-json, CLI11, GoogleTest,
 # Eigen, minizip (with zlib's headers) and ICU (its common library and data) unpacked under
 # OUT/usr (no static libraries but GoogleTest's, no docs), and the static SentencePiece of
 # scripts/build_sentencepiece.sh (with its own protobuf-lite: no protobuf package is needed) under
 # OUT/sentencepiece, and the Bible corpus
 # (data/bible, built here first if missing) under OUT/data/bible. The official LibTorch
-# brings its own fmt, which the build uses header-only; Debian's fmt is there for
-# -DHEADCOUNT_FMT=system. The checkout (~51 MB) and the archive (~11 MB) fit the device tool's
+# brings its own fmt, which the build uses header-only. Debian's fmt is left out: on the same
+# -isystem path as yaml-cpp and nlohmann-json it came before LibTorch's in the library's
+# precompiled header but after it in the CLI's sources, and fmt 9's format.h then hid fmt 12's
+# base.h from LibTorch's ranges.h (the build of 2026-11-27 on the H100 stopped there). The checkout (~51 MB) and the archive (~11 MB) fit the device tool's
 # 64 MiB together; scripts/gpu_check.sh unpacks and uses it on the GPU machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-build-gpu-deps}
-packages=(libyaml-cpp-dev libyaml-cpp0.7 libfmt-dev libfmt9 nlohmann-json3-dev libcli11-dev
+packages=(libyaml-cpp-dev libyaml-cpp0.7 nlohmann-json3-dev libcli11-dev
   libgtest-dev libeigen3-dev libicu-dev libicu72 libminizip-dev libminizip1 zlib1g-dev)
 bash scripts/build_sentencepiece.sh "${HEADCOUNT_SENTENCEPIECE_PREFIX:-/opt/headcount-deps/sentencepiece}"
 work=$(mktemp -d)
