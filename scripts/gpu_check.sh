@@ -177,9 +177,12 @@ quickstart() { # README command 1's job with device: cuda everywhere
   # Shorter than README command 1 (baseline 300 steps, pruning runs 100): the check is that every
   # step runs on CUDA end to end, within the check's minutes.
   printf 'device: cuda\ntrain:\n  max_steps: 100\n  eval_every: 50\n' >"$q/cuda.yaml"
+  # quickstart-prune.yaml prunes runs/quickstart/base; this check's baseline is elsewhere.
+  printf 'prune:\n  init_from: %s/base/checkpoints/last\n' "$q" >"$q/from.yaml"
   cat >"$q/sweep.yaml" <<YAML
 command: prune
-configs: [configs/bible.yaml, configs/quickstart.yaml, configs/quickstart-prune.yaml, $q/cuda.yaml]
+configs: [configs/bible.yaml, configs/quickstart.yaml, configs/quickstart-prune.yaml, $q/cuda.yaml,
+          $q/from.yaml]
 grid:
   prune.lambda: [0, 0.01, 0.05, 0.2]
 controls: [lambda-0]
