@@ -106,7 +106,12 @@ build() {
     echo "[gpu] the NCCL process group does not compile here: building with -DHEADCOUNT_NCCL=OFF"
     cmake -S . -B build-gpu -DHEADCOUNT_NCCL=OFF || return 1
   fi
-  cmake --build build-gpu -j"$jobs" --target headcount headcount_tests
+  cmake --build build-gpu -j"$jobs" --target headcount headcount_tests || return 1
+  # Which C++ runtime, OpenMP, GoogleTest and dependencies the binaries load there.
+  for b in build-gpu/headcount build-gpu/headcount_tests; do
+    echo "[gpu] $b loads:"
+    ldd "$b" | grep -E 'stdc\+\+|gomp|gtest|yaml|icu|minizip|headcount_spm|libz\.' | sed 's/^/  /'
+  done
 }
 
 cuda() { # every Cuda test must run; the one that needs two GPUs only where there are two
