@@ -131,6 +131,32 @@ TEST(Reproduce, ExperimentFileNamesRunsControlsSeedsAndPlan) {
   EXPECT_EQ(q.series[0].lambdas, (std::vector<std::string>{"0.2", "1.0"}));
 }
 
+TEST(Reproduce, CalibrationTimesTheExperimentsModelBeforeTheFirstPiece) {
+  // The plan's estimates on a machine where nothing has finished yet: training steps of the
+  // experiment's own (here tiny) model timed now, not the prior rates of the Bible model on a
+  // 2-core CPU (1.5 s a pruning step, 1.2 s a training step, 60 s a split).
+  TempDir dir;
+  const auto base = tiny_base(dir);
+  const auto ckpt = fake_checkpoint(dir);
+  io::write_file_atomic(dir / "e.yaml",
+                        experiment_text(base, fmt::format("{{from: {}}}", ckpt.string())));
+  const auto e = sweep::load_experiment(dir / "e.yaml");
+  const auto r = sweep::calibrate_rates(e, 2);
+  EXPECT_EQ(r.source, sweep::Rates::Source::kCalibrated);
+  EXPECT_GT(r.train_step_s, 0.0);
+  EXPECT_GT(r.prune_step_s, 0.0);
+  // d 32, one layer, 256 tokens a step: milliseconds, far from the priors.
+  EXPECT_LT(r.train_step_s, 0.2);
+  EXPECT_LT(r.prune_step_s, 0.2);
+  // The evaluation is the prior scaled by the training step's speed-up (60 s / 1.2 s = 50 steps).
+  EXPECT_NEAR(r.eval_split_s / r.train_step_s, 50.0, 1e-9);
+  const auto plan = sweep::make_plan(e, dir / "out", 1);
+  const std::string table = sweep::plan_table(plan, dir / "out", r);
+  EXPECT_NE(table.find("rates calibrated on this machine"), std::string::npos) << table;
+  const std::string err = error_of([&] { sweep::calibrate_rates(e, 0); });
+  EXPECT_NE(err.find("--calibrate must be at least 1 step"), std::string::npos) << err;
+}
+
 TEST(Reproduce, BadExperimentFilesAreClearErrors) {
   TempDir dir;
   const auto base = tiny_base(dir);

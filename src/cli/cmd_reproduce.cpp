@@ -15,7 +15,7 @@ namespace {
 
 struct ReproduceArgs {
   std::string file, out, profile, readme;
-  int seeds = 0, workers = 1, cores = 0;
+  int seeds = 0, workers = 1, cores = 0, calibrate = 3;
   bool dry_run = false, report_only = false;
 };
 
@@ -40,6 +40,7 @@ void run_reproduce_command(const ReproduceArgs& a) {
   o.workers = a.workers;
   o.cores = a.cores;
   o.dry_run = a.dry_run;
+  o.calibrate_steps = a.calibrate;
   const auto r = sweep::run_reproduce(spec, o);
   if (a.dry_run) return;
   log::info("reproduce: {} piece(s) finished now, {} already done, {} failed, {} stopped", r.done,
@@ -82,6 +83,12 @@ void add_reproduce_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--cores", a->cores, "Thread budget to split (0: this machine's cores)")
       ->check(integer_in(0, 4096))
+      ->capture_default_str();
+  cmd->add_option("--calibrate", a->calibrate,
+                  "Where nothing has finished here yet, time this many plain and gated training "
+                  "steps of the experiment's model first, for the plan's estimates (0: prior "
+                  "rates of a 2-core CPU)")
+      ->check(integer_in(0, 100))
       ->capture_default_str();
   cmd->add_flag("--dry-run", a->dry_run, "Print the plan with its estimates; run nothing");
   cmd->add_flag("--report-only", a->report_only,

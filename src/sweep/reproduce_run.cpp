@@ -10,6 +10,7 @@
 #include <map>
 #include <set>
 
+#include "headcount/bench/train.h"
 #include "headcount/common/check.h"
 #include "headcount/common/io.h"
 #include "headcount/common/log.h"
@@ -227,8 +228,9 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-// Rates from the markers of finished pieces (seconds per training step, per evaluated split).
-Rates measured_rates(const fs::path& out) {
+// Rates from the markers of finished pieces (seconds per training step, per evaluated split);
+// `fallback` where there are none.
+Rates measured_rates(const fs::path& out, const Rates& fallback) {
   std::map<std::string, std::vector<double>> per;
   std::error_code ec;
   if (fs::is_directory(out / "steps", ec))
@@ -245,17 +247,61 @@ Rates measured_rates(const fs::path& out) {
         // a marker being written: ignored for the estimate
       }
     }
-  Rates r{kPriorPruneStepS, kPriorTrainStepS, kPriorEvalS, false};
-  if (!per["prune"].empty()) r.prune_step_s = median(per["prune"]), r.measured = true;
+  Rates r = fallback;
+  if (!per["prune"].empty()) r.prune_step_s = median(per["prune"]);
   if (!per["train"].empty())
     r.train_step_s = median(per["train"]);
   else if (!per["prune"].empty())
-    r.train_step_s = r.prune_step_s * kPriorTrainStepS / kPriorPruneStepS;
+    r.train_step_s = r.prune_step_s * fallback.train_step_s / fallback.prune_step_s;
   if (!per["eval"].empty()) r.eval_split_s = median(per["eval"]);
+  if (!per["prune"].empty() || !per["train"].empty() || !per["eval"].empty())
+    r.source = Rates::Source::kMeasured;
   return r;
 }
 
+const Rates kPriorRates{kPriorPruneStepS, kPriorTrainStepS, kPriorEvalS, Rates::Source::kPrior};
+
+std::string rates_source(const Rates& r) {
+  switch (r.source) {
+    case Rates::Source::kMeasured:
+      return "rates measured on this machine";
+    case Rates::Source::kCalibrated:
+      return "rates calibrated on this machine before the first piece";
+    default:
+      return "prior rates of a 2-core CPU, not measured here";
+  }
+}
+
 }  // namespace
+
+Rates calibrate_rates(const ExperimentSpec& e, int steps) {
+  HC_CHECK(steps >= 1, "--calibrate must be at least 1 step (0: no calibration)");
+  const SweepSpec s = seed_sweep(e, "OUT", 1);
+  HC_CHECK(!s.points.empty(), "{}: no pruning run to calibrate with", e.file.string());
+  const Config c = resolve_point(s, s.points.front());
+  bench::TrainBenchOptions o;
+  o.d_model = static_cast<int>(c.model.d_model);
+  o.layers = static_cast<int>(std::max(c.model.encoder_layers, c.model.decoder_layers));
+  o.heads = static_cast<int>(c.model.heads);
+  o.ffn = static_cast<int>(c.model.ffn_dim);
+  o.vocab = static_cast<int>(c.vocab.size);
+  o.length = 32;  // a batch of train.max_tokens target tokens, as the runs take
+  o.sentences = std::max(1, static_cast<int>(c.train.max_tokens / o.length));
+  o.steps = steps;
+  o.warmup = 1;
+  o.gated = true;
+  log::info(
+      "reproduce: calibrating: {} plain and {} gated training steps of the model (d {}, {} "
+      "layers, {} heads, {} target tokens a step)",
+      steps, steps, o.d_model, o.layers, o.heads, o.sentences * o.length);
+  const auto r = bench::bench_train(o, c);
+  Rates out;
+  out.train_step_s = r.median();
+  out.prune_step_s = r.gated_median();
+  out.eval_split_s = kPriorEvalS * out.train_step_s / kPriorTrainStepS;
+  out.source = Rates::Source::kCalibrated;
+  return out;
+}
 
 double estimate_seconds(const Step& s, const Rates& r) {
   if (s.kind == "prune") return static_cast<double>(s.train_steps) * r.prune_step_s;
@@ -283,10 +329,9 @@ std::string plan_table(const Plan& plan, const fs::path& out, const Rates& rates
                      d ? "-" : log::duration(est));
   }
   t += fmt::format(
-      "{} pieces, {} done; estimated {} left of {} in all, one piece at a time ({}: {:.2f} s a "
-      "pruning step, {:.2f} s a training step, {:.0f} s a split's evaluation)\n",
-      plan.steps.size(), done, log::duration(left), log::duration(total),
-      rates.measured ? "rates measured on this machine" : "prior rates, not yet measured here",
+      "{} pieces, {} done; estimated {} left of {} in all, one piece at a time ({}: {:.3g} s a "
+      "pruning step, {:.3g} s a training step, {:.3g} s a split's evaluation)\n",
+      plan.steps.size(), done, log::duration(left), log::duration(total), rates_source(rates),
       rates.prune_step_s, rates.train_step_s, rates.eval_split_s);
   return t;
 }
@@ -372,6 +417,7 @@ struct Runner {
   std::vector<Piece> state;
   std::map<pid_t, std::pair<size_t, std::chrono::steady_clock::time_point>> running;
   ReproduceOutcome outcome;
+  Rates fallback;  // where no piece has finished yet: calibrated or prior
   std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
   int forwarded = 0;
 
@@ -396,7 +442,7 @@ struct Runner {
   void progress() const {
     size_t done = 0, pending = 0;
     double left = 0;
-    const Rates r = measured_rates(o.out);
+    const Rates r = measured_rates(o.out, fallback);
     for (size_t i = 0; i < state.size(); ++i) {
       if (state[i] == Piece::kDone) ++done;
       if (state[i] == Piece::kPending || state[i] == Piece::kRunning)
@@ -503,7 +549,10 @@ ReproduceOutcome run_reproduce(const ExperimentSpec& e, const ReproduceOptions& 
   const int cores = o.cores > 0 ? o.cores : runtime::num_cores();
   const Plan plan = make_plan(e, o.out, std::max(1, cores / o.workers));
   check_done_pieces_match(plan, o.out);
-  std::printf("%s", plan_table(plan, o.out, measured_rates(o.out)).c_str());
+  Rates rates = measured_rates(o.out, kPriorRates);
+  if (rates.source == Rates::Source::kPrior && o.calibrate_steps > 0)
+    rates = calibrate_rates(e, o.calibrate_steps);
+  std::printf("%s", plan_table(plan, o.out, rates).c_str());
   std::fflush(stdout);
   if (o.dry_run) {  // the commands, nothing written
     for (const auto& s : plan.steps) {
@@ -523,7 +572,8 @@ ReproduceOutcome run_reproduce(const ExperimentSpec& e, const ReproduceOptions& 
     io::write_file_atomic(sdir / "sweep.json",
                           sweep_manifest(seed_sweep(e, o.out, static_cast<int>(s))).dump(2) + "\n");
   }
-  Runner r{plan, o, std::vector<Piece>(plan.steps.size(), Piece::kPending), {}, {}};
+  Runner r{plan, o, std::vector<Piece>(plan.steps.size(), Piece::kPending), {}, {}, rates};
+  if (rates.source == Rates::Source::kMeasured) r.fallback = kPriorRates;
   for (size_t i = 0; i < plan.steps.size(); ++i)
     if (step_done(o.out, plan.steps[i])) r.state[i] = Piece::kDone, ++r.outcome.skipped;
   const StopSignals stop_signals(StopSignals::Options{.restart = false, .exit_on = 0});

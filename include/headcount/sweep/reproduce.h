@@ -114,12 +114,20 @@ struct Plan {
 Plan make_plan(const ExperimentSpec& e, const fs::path& out, int threads_blas);
 
 // Seconds per training step and per evaluated split for an estimate: measured from the markers of
-// the pieces finished on this machine where there are any, else prior figures of a 2-core CPU.
+// the pieces finished on this machine where there are any; else calibrated before the first piece
+// (calibrate_rates); else prior figures of a 2-core CPU.
 struct Rates {
+  enum class Source { kPrior, kCalibrated, kMeasured };
   double prune_step_s = 0, train_step_s = 0, eval_split_s = 0;
-  bool measured = false;
+  Source source = Source::kPrior;
 };
 double estimate_seconds(const Step& s, const Rates& r);
+
+// Rates timed now on this machine and the device the runs take: `steps` plain and `steps` gated
+// training steps (after one of warm-up) of the experiment's model at its batch size, on random
+// batches (bench train's measurement, threads as the prune runs' config sets them). A split's
+// beam evaluation is not timed: it is the prior scaled by the same speed-up as a training step.
+Rates calibrate_rates(const ExperimentSpec& e, int steps);
 
 struct ReproduceOptions {
   fs::path out;
@@ -127,6 +135,9 @@ struct ReproduceOptions {
   int workers = 1;
   int cores = 0;
   bool dry_run = false;  // print the plan and the estimates, run nothing
+  // Training steps of calibrate_rates before the plan is printed, where no piece has finished on
+  // this machine yet (0: the prior rates).
+  int calibrate_steps = 3;
 };
 
 struct ReproduceOutcome {
