@@ -18,6 +18,7 @@
 #   exact-N-Bx    rewind with prune.exact_recovery: the gated phase (ramp 300, at most 600 steps)
 #                 only chooses the heads; the rewound model then trains exactly 1,200 x B steps,
 #                 the fine-tuning budget of michel-N-Bx (train.max_steps 1,200 x B + 600)
+# NAME-sK (e.g. exact-72-1x-s2) runs NAME with seed K.
 # Other variants than exact-* at budgets B > 1 scale their steps as queue.sh does (ramp a quarter
 # of the steps, the latest fixing point at the half).
 # Evaluations: beam 4, all dev and test verses, translations kept; records to
@@ -31,15 +32,18 @@ cd "$(dirname "$0")/../.."
 base=experiments/voita-table-cpu/baseline
 records=experiments/l0-recovery/records
 for name in "$@"; do
-  n=$(echo "$name" | sed -E 's/.*-([0-9]+)-[0-9]+x$/\1/')
-  budget=$(echo "$name" | sed -E 's/.*-([0-9]+)x$/\1/')
+  # NAME-sK: the same variant with seed K (gate noise, dropout, batch order; 1 otherwise).
+  seed=1 base_name=$name
+  if [[ $name =~ ^(.*)-s([0-9]+)$ ]]; then base_name=${BASH_REMATCH[1]} seed=${BASH_REMATCH[2]}; fi
+  n=$(echo "$base_name" | sed -E 's/.*-([0-9]+)-[0-9]+x$/\1/')
+  budget=$(echo "$base_name" | sed -E 's/.*-([0-9]+)x$/\1/')
   steps=$((1200 * budget)) ramp=$((300 * budget)) recovery=$((600 * budget))
-  case $name in rw150-*) ramp=$((150 * budget)) ;; esac
-  case $name in exact-*) steps=$((1200 * budget + 600)) ramp=300 recovery=$((1200 * budget)) ;; esac
+  case $base_name in rw150-*) ramp=$((150 * budget)) ;; esac
+  case $base_name in exact-*) steps=$((1200 * budget + 600)) ramp=300 recovery=$((1200 * budget)) ;; esac
   args=(--set train.max_steps=$steps --set train.eval_every=200 --set prune.target_heads=$n
     --set prune.target_warmup_steps=$ramp --set prune.lagrangian_lr=0.05
-    --set prune.recovery_steps=$recovery)
-  case $name in
+    --set prune.recovery_steps=$recovery --set seed=$seed)
+  case $base_name in
     exact-*) args+=(--set prune.fix_at_target=true --set prune.rewind=true --set prune.exact_recovery=true) ;;
     fix-*) args+=(--set prune.fix_at_target=true) ;;
     rewind-* | rw150-*) args+=(--set prune.fix_at_target=true --set prune.rewind=true) ;;
