@@ -24,6 +24,8 @@
 #   decode.txt         `bench decode` of the reference baseline on CUDA, fp32 and bf16, greedy and
 #                      beam 4, with BLEU
 #   ctest.txt          the whole test suite
+#   plan.txt           `reproduce --dry-run` of the reference table: its pieces' estimates from
+#                      training steps timed on the GPU (issue 44: the whole table in 8 minutes?)
 #   quickstart-report.md  the quickstart on CUDA end to end: vocabulary, a small baseline, the
 #                      pruning sweep with its zero-pruning control, the report
 # and the log holds the build (against the machine's pip-installed LibTorch,
@@ -40,7 +42,7 @@
 # HEADCOUNT_GPU_FP32_ROUNDS (default 3) cuts the fp32 ones (0: bf16 alone).
 # HEADCOUNT_GPU_DECODE_ARGS (default "--beams 1 4 --repeats 3") replaces the beams and repetitions
 # of `bench decode` (e.g. "--beams 4 --repeats 1" where the call has less than two minutes for it).
-# HEADCOUNT_GPU_PHASES="build cuda bench decode tests quickstart dist" picks phases (build is
+# HEADCOUNT_GPU_PHASES="build cuda bench decode plan tests quickstart dist" picks phases (build is
 # needed once per machine; a later call reuses build-gpu/ only on the same warm machine).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -48,7 +50,7 @@ archive=${1:-build-gpu-deps.tar.xz}
 out=${OUT:-$(mktemp -d)}
 mkdir -p "$out"
 exec > >(tee "$out/gpu_check.log") 2>&1
-phases=${HEADCOUNT_GPU_PHASES:-build cuda bench decode tests quickstart dist}
+phases=${HEADCOUNT_GPU_PHASES:-build cuda bench decode plan tests quickstart dist}
 budget=${HEADCOUNT_GPU_BUDGET:-560}
 t0=$(date +%s)
 printf 'phase\texit\tseconds\n' >"$out/summary.tsv"
@@ -200,6 +202,12 @@ YAML
     $hc report "$q/sweep" && cp "$q/sweep/results.md" "$out/quickstart-report.md"
 }
 
+plan() { # plan.txt: reproduce's plan of the reference table, its rates calibrated on the GPU
+  set -o pipefail # each phase runs in a bash of its own
+  $hc reproduce experiments/voita-table-cpu/experiment.yaml --out runs/gpu-plan --dry-run |
+    grep -v -e '^seed-' -e '^baseline' -e '^report' | tee "$out/plan.txt"
+}
+
 dist() { # one rank over NCCL, the process group a CUDA build picks; must say so in its log
   set -o pipefail # each phase runs in a bash of its own
   mkdir -p runs
@@ -221,7 +229,7 @@ bench_rounds=${HEADCOUNT_GPU_BENCH_ROUNDS:-3}
 suite_cores=4-$(($(nproc) - 1))
 [ "$(nproc)" -gt 4 ] || suite_cores=0-$(($(nproc) - 1))
 export out hc deps torch_prefix jobs fp32_rounds bench_rounds decode_args suite_cores suite_beside_bench
-export -f build cuda bench_pair bench decode tests quickstart dist
+export -f build cuda bench_pair bench decode plan tests quickstart dist
 phase build 360 build
 suite=
 if [ "$suite_beside_bench" = 0 ]; then # the suite from the start, beside the Cuda tests
@@ -235,6 +243,7 @@ if [ "$suite_beside_bench" = 1 ]; then
 fi
 phase bench 200 taskset -c 0-3 bash -c bench
 phase decode 120 taskset -c 0-3 bash -c decode
+phase plan 60 taskset -c 0-3 bash -c plan
 phase dist 60 dist
 phase quickstart 300 taskset -c 0-3 bash -c quickstart
 [ -z "$suite" ] || wait "$suite" # not a bare wait: that also waits for the log's tee
