@@ -392,15 +392,22 @@ TEST(PruneRun, RewindRestartsTheRecoveryFromTheInitWeights) {
   EXPECT_NE(e.find("prune.rewind (from bad"), std::string::npos) << e;
 }
 
-TEST(PruneRun, FixAtTargetFixesTheMaskWhenTheExpectedCountReachesTheTarget) {
-  TempDir dir;
+// Target mode whose gates reach 5 heads within a few steps after a 10-step ramp (fast multipliers
+// and gates), the mask fixed then: the tests of fix_at_target, rewind and exact_recovery.
+Config fast_target(const TempDir& dir, int64_t recovery_steps) {
   Config c = baseline(dir);
   c.prune.target_heads = 5;
   c.prune.target_warmup_steps = 10;
   c.prune.lagrangian_lr = 20.0;
   c.prune.gate_lr = 0.3;
-  c.prune.recovery_steps = 10;  // at the latest at step 50 of 60
+  c.prune.recovery_steps = recovery_steps;
   c.prune.fix_at_target = true;
+  return c;
+}
+
+TEST(PruneRun, FixAtTargetFixesTheMaskWhenTheExpectedCountReachesTheTarget) {
+  TempDir dir;
+  Config c = fast_target(dir, 10);  // at the latest at step 50 of 60
   c.train.eval_every = 5;
   run_prune(c, dir / "f");
   EXPECT_EQ(run::read_checkpoint_info(dir / "f" / "pruned").architecture.total(), 5);
@@ -435,13 +442,7 @@ TEST(PruneRun, FixAtTargetFixesTheMaskWhenTheExpectedCountReachesTheTarget) {
 // (warm-up) running over them.
 TEST(PruneRun, ExactRecoveryEndsTheRunRecoveryStepsAfterTheFix) {
   TempDir dir;
-  Config c = baseline(dir);
-  c.prune.target_heads = 5;
-  c.prune.target_warmup_steps = 10;
-  c.prune.lagrangian_lr = 20.0;
-  c.prune.gate_lr = 0.3;
-  c.prune.recovery_steps = 15;  // fixed at step 45 of 60 at the latest
-  c.prune.fix_at_target = true;
+  Config c = fast_target(dir, 15);  // fixed at step 45 of 60 at the latest
   c.prune.exact_recovery = true;
   c.prune.rewind = true;
   c.train.lr_schedule = LrSchedule::kConstant;
@@ -481,13 +482,7 @@ TEST(PruneRun, RewoundRecoveryTrainsAsTrainDoesOnTheExportedHeads) {
   // end with the same weights (up to the rounding of masked against removed heads). Anything else
   // the rewound phase did differently (a frozen part, a rate, a leftover of the gates) fails here.
   TempDir dir;
-  Config c = baseline(dir);
-  c.prune.target_heads = 5;
-  c.prune.target_warmup_steps = 10;
-  c.prune.lagrangian_lr = 20.0;
-  c.prune.gate_lr = 0.3;
-  c.prune.recovery_steps = 15;
-  c.prune.fix_at_target = true;
+  Config c = fast_target(dir, 15);
   c.prune.exact_recovery = true;
   c.prune.rewind = true;
   c.train.lr_schedule = LrSchedule::kConstant;
