@@ -40,7 +40,8 @@ void write_run(const fs::path& dir, double bleu, double chrf, const std::vector<
     all.bleu = 99.0;
     all.chrf = 98.0;
     r.scores = {all, s};
-    r.provenance = {{"cpu", "Test CPU"}, {"cores", 2}};
+    r.provenance = {
+        {"commit", "abc1234"}, {"cpu", "Test CPU"}, {"cpu_flags", "avx2"}, {"libtorch", "1.13.0"}};
     if (!hyps.empty()) {
       std::string text;
       for (const auto& h : hyps) text += h + "\n";
@@ -51,7 +52,8 @@ void write_run(const fs::path& dir, double bleu, double chrf, const std::vector<
   if (with_summary)
     io::write_file_atomic(dir / "summary.json",
                           R"({"status": "finished", "steps": 1744, "train_seconds": 1500,
-                              "provenance": {"commit": "abc1234", "cpu": "Test CPU", "cores": 2,
+                              "provenance": {"commit": "abc1234", "cpu": "Test CPU",
+                                             "cpu_flags": "avx2 avx512_bf16",
                                              "libtorch": "1.13.0"}})");
 }
 
@@ -117,13 +119,16 @@ TEST(Table, RowsComeFromTheRecordsWithPairedTestsAgainstTheNamedRuns) {
   EXPECT_NE(md.find("| nohyp | 1/2/3 | 11.00 | 11.00 | 29.00 | 29.00 | -1.00 | -1.00 |"),
             std::string::npos)
       << md;
-  // Where: the summary's steps, minutes, commit and machine; the evaluation's machine.
-  EXPECT_NE(md.find("| best | 1744 | 25.0 | abc1234 | Test CPU (2 cores), LibTorch 1.13.0 | "
-                    "Test CPU (2 cores) | bf16, beam 4 |"),
+  // Where: the summary's steps, minutes and where it trained; where the evaluation decoded (the
+  // CPU flags tell a bf16 machine from an AVX2-only one).
+  EXPECT_NE(md.find("| best | 1744 | 25.0 | commit abc1234, Test CPU (avx2 avx512_bf16), LibTorch "
+                    "1.13.0 | commit abc1234, Test CPU (avx2), LibTorch 1.13.0 | bf16, beam 4 |"),
             std::string::npos)
       << md;
-  EXPECT_NE(md.find("| worse | - | - | not recorded | - | Test CPU (2 cores) | bf16, beam 4 |"),
-            std::string::npos)
+  EXPECT_NE(
+      md.find("| worse | - | - | - | commit abc1234, Test CPU (avx2), LibTorch 1.13.0 | bf16, "
+              "beam 4 |"),
+      std::string::npos)
       << md;
 }
 

@@ -417,7 +417,7 @@ struct Runner {
   std::vector<Piece> state;
   std::map<pid_t, std::pair<size_t, std::chrono::steady_clock::time_point>> running;
   ReproduceOutcome outcome;
-  Rates fallback;  // where no piece has finished yet: calibrated or prior
+  Rates fallback;  // the plan's rates: what measured_rates keeps where no piece measured a kind
   std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
   int forwarded = 0;
 
@@ -573,7 +573,6 @@ ReproduceOutcome run_reproduce(const ExperimentSpec& e, const ReproduceOptions& 
                           sweep_manifest(seed_sweep(e, o.out, static_cast<int>(s))).dump(2) + "\n");
   }
   Runner r{plan, o, std::vector<Piece>(plan.steps.size(), Piece::kPending), {}, {}, rates};
-  if (rates.source == Rates::Source::kMeasured) r.fallback = kPriorRates;
   for (size_t i = 0; i < plan.steps.size(); ++i)
     if (step_done(o.out, plan.steps[i])) r.state[i] = Piece::kDone, ++r.outcome.skipped;
   const StopSignals stop_signals(StopSignals::Options{.restart = false, .exit_on = 0});

@@ -12,6 +12,7 @@
 
 #include "headcount/common/check.h"
 #include "headcount/common/io.h"
+#include "headcount/common/provenance.h"
 #include "headcount/eval/record.h"
 #include "headcount/sweep/report.h"
 #include "sweep/sweep_yaml.h"
@@ -148,28 +149,12 @@ std::string pair_table(const TableSpec& spec, const TableSpec::Table& t, Evaluat
   return out;
 }
 
-std::string text_of(const nlohmann::json& j, const char* key) {
-  if (!j.is_object() || !j.contains(key) || !j[key].is_string() ||
-      j[key].get<std::string>().empty())
-    return "";
-  return j[key].get<std::string>();
-}
-
-// "AMD EPYC (2 cores)" or "... + GPU"; "not recorded" for records older than provenance.
-std::string machine(const nlohmann::json& p) {
-  if (!p.is_object() || p.empty()) return "not recorded";
-  std::string m = text_of(p, "cpu");
-  if (p.contains("cores") && p["cores"].is_number_integer())
-    m += fmt::format(" ({} cores)", p["cores"].get<int64_t>());
-  if (!text_of(p, "gpu").empty()) m += ", " + text_of(p, "gpu");
-  if (!text_of(p, "libtorch").empty()) m += ", LibTorch " + text_of(p, "libtorch");
-  return m;
-}
-
+// Where each run was trained (its summary.json's provenance) and decoded (its evaluation's), as
+// provenance::describe gives them (commit, CPU and its flags, GPU, LibTorch).
 std::string where_table(const TableSpec& spec, const Evaluations& evals) {
   std::string out =
-      "### Where the runs ran\n\n| run | steps | training minutes | commit | trained on | "
-      "decoded on | decoding |\n| --- | ---: | ---: | --- | --- | --- | --- |\n";
+      "### Where the runs ran\n\n| run | steps | training minutes | trained on | decoded on | "
+      "decoding |\n| --- | ---: | ---: | --- | --- | --- |\n";
   for (const auto& run : spec.runs) {
     const auto it = evals.read.find(run.name);
     if (it == evals.read.end()) continue;
@@ -177,21 +162,19 @@ std::string where_table(const TableSpec& spec, const Evaluations& evals) {
     std::error_code ec;
     if (fs::is_regular_file(run.path / "summary.json", ec))
       summary = nlohmann::json::parse(io::read_file(run.path / "summary.json"));
-    const nlohmann::json prov = summary.is_object() && summary.contains("provenance")
-                                    ? summary["provenance"]
-                                    : nlohmann::json();
     const std::string steps =
         summary.contains("steps") ? fmt::format("{}", summary["steps"].get<int64_t>()) : "-";
     const std::string minutes =
         summary.contains("train_seconds")
             ? fmt::format("{:.1f}", summary["train_seconds"].get<double>() / 60.0)
             : "-";
+    const std::string trained =
+        summary.is_object() ? provenance::describe(summary.value("provenance", nlohmann::json()))
+                            : "-";
     const Evaluation& e = it->second.begin()->second;
-    const std::string commit = text_of(prov, "commit");
-    out += fmt::format("| {} | {} | {} | {} | {} | {} | {}, beam {} |\n", run.name, steps, minutes,
-                       commit.empty() ? "not recorded" : commit,
-                       summary.is_object() ? machine(prov) : "-", machine(e.record.provenance),
-                       e.record.precision, e.record.beam);
+    out +=
+        fmt::format("| {} | {} | {} | {} | {} | {}, beam {} |\n", run.name, steps, minutes, trained,
+                    provenance::describe(e.record.provenance), e.record.precision, e.record.beam);
   }
   return out;
 }
