@@ -158,6 +158,91 @@ TEST(Table, PairsCompareEachRunWithItsOther) {
   EXPECT_NE(both.find("one of them"), std::string::npos) << both;
 }
 
+TEST(Table, RunsMayNameTheirFilesAndFurtherScoresGetColumns) {
+  Fixture f;
+  // The evaluations and summary of a run under other names, as analyze compare writes them.
+  const fs::path alt = f.dir / "records" / "best";
+  for (const std::string split : {"dev", "test"}) {
+    fs::rename(alt / fmt::format("eval-{}.json", split), alt / fmt::format("m-{}.json", split));
+    fs::rename(alt / fmt::format("eval-{}.hyp.txt", split),
+               alt / fmt::format("m-{}.hyp.txt", split));
+  }
+  fs::rename(alt / "summary.json", alt / "m-summary.json");
+  const auto spec = sweep::load_table_spec(
+      f.spec("scores: {all_refs: WEB+KJV}\nruns:\n  best: {path: records/best, eval: 'm-{split}', "
+             "summary: m-summary.json}\n  worse: records/worse\ntables:\n  - {title: t, against: "
+             "[worse], rows: [best, worse]}\n"));
+  const std::string md = sweep::render_tables(spec);
+  EXPECT_NE(md.find("| run | heads e/d/de | dev BLEU | test BLEU | dev BLEU (WEB+KJV) | test BLEU "
+                    "(WEB+KJV) | dev chrF | test chrF | vs worse, dev | vs worse, test |"),
+            std::string::npos)
+      << md;
+  // Its translations found beside its records (the p-value), the other score in its columns.
+  EXPECT_NE(md.find("| best | 1/2/3 | 40.50 | 40.50 | 99.00 | 99.00 | 60.25 | 60.25 | +28.50 "
+                    "(p 0.001) | +28.50 (p 0.001) |"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(md.find("| best | 1744 | 25.0 |"), std::string::npos) << md;
+  const std::string e = error_of([&] {
+    sweep::load_table_spec(
+        f.spec("runs:\n  best: {path: records/best, eval: m-dev}\ntables:\n  - "
+               "{title: t, rows: [best]}\n"));
+  });
+  EXPECT_NE(e.find("runs: best: eval: expected a file name with {split}"), std::string::npos) << e;
+}
+
+TEST(Table, FiguresAreReadFromJsonAndTheLastMatchingJsonLine) {
+  Fixture f;
+  io::write_file_atomic(f.dir / "records" / "compare.json",
+                        R"({"bleu": {"masked": 29.94321}, "method": "michel", "steps": 1200})");
+  io::write_file_atomic(f.dir / "records" / "metrics.jsonl",
+                        "{\"event\": \"eval\", \"step\": 600, \"open\": 108.027}\n"
+                        "{\"event\": \"train\", \"step\": 600, \"open\": 1.0}\n"
+                        "{\"event\": \"eval\", \"step\": 800, \"open\": 71.78}\n"
+                        "{\"event\": \"eval\", \"step\": 600, \"open\": 108.5}\n");
+  const std::string table =
+      "runs: {worse: records/worse}\ntables:\n  - title: Cited\n    figures:\n"
+      "      - {label: masked, file: records/compare.json, key: /bleu/masked}\n"
+      "      - {label: method, file: records/compare.json, key: /method}\n"
+      "      - {label: steps, file: records/compare.json, key: /steps}\n"
+      "      - {label: open at 600, file: records/metrics.jsonl, key: /open, where: {event: eval, "
+      "step: 600}, digits: 1}\n";
+  const std::string md = sweep::render_tables(sweep::load_table_spec(f.spec(table)));
+  EXPECT_NE(md.find("### Cited\n\n| figure | source | value |\n| --- | --- | ---: |\n"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(md.find("| masked | `records/compare.json` /bleu/masked | 29.94 |"), std::string::npos)
+      << md;
+  EXPECT_NE(md.find("| method | `records/compare.json` /method | michel |"), std::string::npos)
+      << md;
+  EXPECT_NE(md.find("| steps | `records/compare.json` /steps | 1200 |"), std::string::npos) << md;
+  // The last eval line of step 600, not the first nor the training line.
+  EXPECT_NE(
+      md.find("| open at 600 | `records/metrics.jsonl` /open (event eval, step 600) | 108.5 |"),
+      std::string::npos)
+      << md;
+  // A value the file does not hold is an error naming the file, the key and the line sought.
+  std::string e = error_of([&] {
+    sweep::render_tables(sweep::load_table_spec(f.spec(
+        "runs: {worse: records/worse}\ntables:\n  - title: t\n    figures:\n      - {label: x, "
+        "file: records/metrics.jsonl, key: /open, where: {step: 700}}\n")));
+  });
+  EXPECT_NE(e.find("metrics.jsonl has no /open in the last line with step 700"), std::string::npos)
+      << e;
+  e = error_of([&] {
+    sweep::load_table_spec(
+        f.spec("runs: {worse: records/worse}\ntables:\n  - title: t\n    "
+               "figures: [{label: x, file: records/compare.json, key: bleu}]\n"));
+  });
+  EXPECT_NE(e.find("key: expected a JSON pointer"), std::string::npos) << e;
+  e = error_of([&] {
+    sweep::load_table_spec(
+        f.spec("runs: {worse: records/worse}\ntables:\n  - title: t\n    "
+               "figures: [{label: x, file: records/none.json, key: /a}]\n"));
+  });
+  EXPECT_NE(e.find("tables: figures: x: file: no "), std::string::npos) << e;
+}
+
 TEST(Table, ReadmeSectionIsReplacedBetweenItsMarkers) {
   Fixture f;
   const auto spec = sweep::load_table_spec(f.spec(kSpec));

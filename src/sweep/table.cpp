@@ -5,6 +5,7 @@
 #include <fmt/ranges.h>
 #include <yaml-cpp/yaml.h>
 
+#include <cctype>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -14,6 +15,7 @@
 #include "headcount/common/io.h"
 #include "headcount/common/provenance.h"
 #include "headcount/eval/record.h"
+#include "headcount/run/run_folder.h"
 #include "headcount/sweep/report.h"
 #include "sweep/sweep_yaml.h"
 
@@ -36,9 +38,17 @@ TableSpec::Run read_run(const std::string& name, const YAML::Node& node, const f
   if (node.IsScalar()) {
     path = scalar(node, file, "runs: " + name);
   } else {
-    check_keys(node, file, "runs: " + name, {"path", "label"});
+    check_keys(node, file, "runs: " + name, {"path", "label", "eval", "summary"});
     path = scalar(node["path"], file, "runs: " + name + ": path");
     if (node["label"]) r.label = scalar(node["label"], file, "runs: " + name + ": label");
+    if (node["eval"]) {
+      r.eval = scalar(node["eval"], file, "runs: " + name + ": eval");
+      HC_CHECK(r.eval.find("{split}") != std::string::npos,
+               "{}: runs: {}: eval: expected a file name with {{split}} in it, without .json "
+               "(e.g. compare-ft/eval-michel-finetuned-{{split}})",
+               where(file, node["eval"]), name);
+    }
+    if (node["summary"]) r.summary = scalar(node["summary"], file, "runs: " + name + ": summary");
   }
   r.path = fs::absolute(file.parent_path() / path).lexically_normal();
   return r;
@@ -53,6 +63,13 @@ std::vector<std::string> run_names(const YAML::Node& node, const fs::path& file,
   return names;
 }
 
+// A run's evaluation files of a split without their extension (.json, .hyp.txt).
+fs::path eval_stem(const TableSpec::Run& run, const std::string& split) {
+  std::string stem = run.eval;
+  for (size_t at; (at = stem.find("{split}")) != std::string::npos;) stem.replace(at, 7, split);
+  return run.path / stem;
+}
+
 // A split's evaluation of a run: its record and translations.
 struct Evaluation {
   eval::EvalRecord record;
@@ -60,12 +77,13 @@ struct Evaluation {
 };
 
 Evaluation evaluation(const TableSpec::Run& run, const std::string& split) {
-  const fs::path file = run.path / fmt::format("eval-{}.json", split);
+  const fs::path stem = eval_stem(run, split);
+  const fs::path file = stem.string() + ".json";
   auto record = eval::read_eval_record(file);
   HC_CHECK(record.has_value(), "run {}: no {} (`headcount eval --split {} --out {}`)", run.name,
            file.string(), split, file.string());
   Evaluation e{*record, {}};
-  const fs::path hyp = run.path / fmt::format("eval-{}.hyp.txt", split);
+  const fs::path hyp = stem.string() + ".hyp.txt";
   std::error_code ec;
   if (fs::is_regular_file(hyp, ec)) e.hyp = hyp;
   return e;
@@ -84,8 +102,8 @@ struct Evaluations {
 };
 
 // The scores against the first reference ("ref1"; a record may also hold ref2..., all_refs).
-std::optional<double> first_score(const eval::EvalRecord& r, bool chrf) {
-  const auto* s = r.score("ref1");
+std::optional<double> first_score(const eval::EvalRecord& r, bool chrf, const char* name = "ref1") {
+  const auto* s = r.score(name);
   if (!s) return std::nullopt;
   return chrf ? s->chrf : s->bleu;
 }
@@ -112,9 +130,28 @@ std::string table_head(const std::string& title, const std::vector<std::string>&
   return out + "\n";
 }
 
+// The further scores' columns of a table: (score, split) where a row's evaluation has it.
+std::vector<std::pair<std::string, std::string>> score_columns(const TableSpec& spec,
+                                                               const TableSpec::Table& t,
+                                                               Evaluations& evals) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& [score, label] : spec.scores)
+    for (const auto& s : spec.splits)
+      for (const auto& name : t.rows)
+        if (evals.of(name, s).record.score(score)) {
+          out.emplace_back(score, s);
+          break;
+        }
+  return out;
+}
+
 std::string result_table(const TableSpec& spec, const TableSpec::Table& t, Evaluations& evals) {
   std::vector<std::string> head = {"run", "heads e/d/de"};
   for (const auto& s : spec.splits) head.push_back(s + " BLEU");
+  const auto extra = score_columns(spec, t, evals);
+  std::map<std::string, std::string> labels(spec.scores.begin(), spec.scores.end());
+  for (const auto& [score, s] : extra)
+    head.push_back(fmt::format("{} BLEU ({})", s, labels[score]));
   for (const auto& s : spec.splits) head.push_back(s + " chrF");
   for (const auto& a : t.against)
     for (const auto& s : spec.splits) head.push_back(fmt::format("vs {}, {}", a, s));
@@ -126,6 +163,8 @@ std::string result_table(const TableSpec& spec, const TableSpec::Table& t, Evalu
         evals.of(name, spec.splits.front()).record.heads_e_d_de};
     for (const auto& s : spec.splits)
       cells.push_back(number(first_score(evals.of(name, s).record, false)));
+    for (const auto& [score, s] : extra)
+      cells.push_back(number(first_score(evals.of(name, s).record, false, score.c_str())));
     for (const auto& s : spec.splits)
       cells.push_back(number(first_score(evals.of(name, s).record, true)));
     for (const auto& a : t.against)
@@ -149,6 +188,56 @@ std::string pair_table(const TableSpec& spec, const TableSpec::Table& t, Evaluat
   return out;
 }
 
+// A JSON line matches a figure's `where` when each named field's value reads as written there.
+bool matches(const nlohmann::json& line, const TableSpec::Figure& f) {
+  for (const auto& [field, text] : f.where) {
+    if (!line.is_object() || !line.contains(field)) return false;
+    const auto& v = line[field];
+    if ((v.is_string() ? v.get<std::string>() : v.dump()) != text) return false;
+  }
+  return true;
+}
+
+std::string where_text(const TableSpec::Figure& f) {
+  std::vector<std::string> parts;
+  for (const auto& [field, text] : f.where) parts.push_back(field + " " + text);
+  return fmt::format("{}", fmt::join(parts, ", "));
+}
+
+// A figure's value as the text cites it: a real number with its decimals, anything else as is.
+std::string figure_value(const TableSpec::Figure& f) {
+  const std::string what = f.where.empty() ? "" : " in the last line with " + where_text(f);
+  std::optional<nlohmann::json> value;
+  const auto take = [&](const nlohmann::json& j) {
+    const nlohmann::json::json_pointer ptr(f.key);
+    if (j.contains(ptr)) value = j.at(ptr);
+  };
+  if (f.file.extension() == ".jsonl") {
+    const auto lines = run::read_jsonl(f.file);
+    for (auto it = lines.rbegin(); it != lines.rend(); ++it)
+      if (matches(*it, f)) {
+        take(*it);
+        break;
+      }
+  } else {
+    take(nlohmann::json::parse(io::read_file(f.file)));
+  }
+  HC_CHECK(value.has_value(), "figure '{}': {} has no {}{}", f.label, f.file.string(), f.key, what);
+  if (value->is_number_float()) return fmt::format("{:.{}f}", value->get<double>(), f.digits);
+  return value->is_string() ? value->get<std::string>() : value->dump();
+}
+
+std::string figure_table(const TableSpec& spec, const TableSpec::Table& t) {
+  std::string out = table_head(t.title, {"figure", "source", "value"});
+  const fs::path base = spec.file.parent_path();
+  for (const auto& f : t.figures) {
+    std::string source = fmt::format("`{}` {}", fs::relative(f.file, base).string(), f.key);
+    if (!f.where.empty()) source += " (" + where_text(f) + ")";
+    out += fmt::format("| {} | {} | {} |\n", f.label, source, figure_value(f));
+  }
+  return out;
+}
+
 // Where each run was trained (its summary.json's provenance) and decoded (its evaluation's), as
 // provenance::describe gives them (commit, CPU and its flags, GPU, LibTorch).
 std::string where_table(const TableSpec& spec, const Evaluations& evals) {
@@ -160,8 +249,8 @@ std::string where_table(const TableSpec& spec, const Evaluations& evals) {
     if (it == evals.read.end()) continue;
     nlohmann::json summary;
     std::error_code ec;
-    if (fs::is_regular_file(run.path / "summary.json", ec))
-      summary = nlohmann::json::parse(io::read_file(run.path / "summary.json"));
+    if (fs::is_regular_file(run.path / run.summary, ec))
+      summary = nlohmann::json::parse(io::read_file(run.path / run.summary));
     const std::string steps =
         summary.contains("steps") ? fmt::format("{}", summary["steps"].get<int64_t>()) : "-";
     const std::string minutes =
@@ -179,6 +268,42 @@ std::string where_table(const TableSpec& spec, const Evaluations& evals) {
   return out;
 }
 
+// A table's `figures:`: each {label, file, key, where, digits}, its file there.
+std::vector<TableSpec::Figure> read_figures(const YAML::Node& node, const fs::path& file) {
+  HC_CHECK(node.IsSequence() && node.size() > 0,
+           "{}: tables: figures: expected a list of {{label, file, key}}", where(file, node));
+  std::vector<TableSpec::Figure> out;
+  for (const auto& f : node) {
+    check_keys(f, file, "tables: figures", {"label", "file", "key", "where", "digits"});
+    TableSpec::Figure fig;
+    fig.label = scalar(f["label"], file, "tables: figures: label");
+    const std::string what = "tables: figures: " + fig.label;
+    fig.key = scalar(f["key"], file, what + ": key");
+    HC_CHECK(fig.key.front() == '/', "{}: {}: key: expected a JSON pointer (/field/sub), got '{}'",
+             where(file, f["key"]), what, fig.key);
+    fig.file = fs::absolute(file.parent_path() / scalar(f["file"], file, what + ": file"))
+                   .lexically_normal();
+    std::error_code ec;
+    HC_CHECK(fs::is_regular_file(fig.file, ec), "{}: {}: file: no {}", where(file, f["file"]), what,
+             fig.file.string());
+    if (const YAML::Node w = f["where"]) {
+      HC_CHECK(w.IsMap(), "{}: {}: where: expected a map of fields to values ({{step: 600}})",
+               where(file, w), what);
+      for (const auto& kv : w)
+        fig.where.emplace_back(scalar(kv.first, file, what + ": where"),
+                               scalar(kv.second, file, what + ": where: " + kv.first.Scalar()));
+    }
+    if (const YAML::Node d = f["digits"]) {
+      const std::string text = scalar(d, file, what + ": digits");
+      HC_CHECK(text.size() == 1 && std::isdigit(static_cast<unsigned char>(text[0])),
+               "{}: {}: digits: expected 0 to 9, got '{}'", where(file, d), what, text);
+      fig.digits = text[0] - '0';
+    }
+    out.push_back(fig);
+  }
+  return out;
+}
+
 }  // namespace
 
 TableSpec load_table_spec(const fs::path& path) {
@@ -186,11 +311,21 @@ TableSpec load_table_spec(const fs::path& path) {
   spec.file = fs::absolute(path);
   const fs::path& file = spec.file;
   const YAML::Node root = detail::read_yaml_file(file, "table file", "a map with runs and tables");
-  check_keys(root, file, "the table file", {"splits", "runs", "tables"});
+  check_keys(root, file, "the table file", {"splits", "scores", "runs", "tables"});
   if (root["splits"]) {
     spec.splits = string_list(root["splits"], file, "splits");
     HC_CHECK(!spec.splits.empty(), "{}: splits: expected at least one split (dev, test)",
              where(file, root["splits"]));
+  }
+  if (const YAML::Node scores = root["scores"]) {
+    HC_CHECK(
+        scores.IsMap(),
+        "{}: scores: expected a map of an evaluation's score names to column labels (all_refs: "
+        "WEB+KJV)",
+        where(file, scores));
+    for (const auto& kv : scores)
+      spec.scores.emplace_back(scalar(kv.first, file, "scores"),
+                               scalar(kv.second, file, "scores: " + kv.first.Scalar()));
   }
   const YAML::Node runs = root["runs"];
   HC_CHECK(runs && runs.IsMap() && runs.size() > 0,
@@ -206,14 +341,16 @@ TableSpec load_table_spec(const fs::path& path) {
   HC_CHECK(tables && tables.IsSequence() && tables.size() > 0,
            "{}: tables: expected a list of tables, each with a title and rows", file.string());
   for (const auto& t : tables) {
-    check_keys(t, file, "tables", {"title", "against", "rows", "pairs"});
+    check_keys(t, file, "tables", {"title", "against", "rows", "pairs", "figures"});
     TableSpec::Table table;
     table.title = scalar(t["title"], file, "tables: title");
-    HC_CHECK(!t["rows"] != !t["pairs"],
-             "{}: tables: {}: expected rows (a list of the file's runs) or pairs (a list of "
-             "[RUN, OTHER]), one of them",
+    HC_CHECK(!t["rows"] + !t["pairs"] + !t["figures"] == 2,
+             "{}: tables: {}: expected rows (a list of the file's runs), pairs (a list of "
+             "[RUN, OTHER]) or figures (a list of values read from records), one of them",
              where(file, t), table.title);
-    if (t["pairs"]) {
+    if (t["figures"]) {
+      table.figures = read_figures(t["figures"], file);
+    } else if (t["pairs"]) {
       const YAML::Node pairs = t["pairs"];
       HC_CHECK(pairs.IsSequence() && pairs.size() > 0,
                "{}: tables: pairs: expected a list of [RUN, OTHER]", where(file, pairs));
@@ -233,7 +370,7 @@ TableSpec load_table_spec(const fs::path& path) {
   for (const auto& run : spec.runs)
     for (const auto& split : spec.splits) {
       std::error_code ec;
-      const fs::path e = run.path / fmt::format("eval-{}.json", split);
+      const fs::path e = eval_stem(run, split).string() + ".json";
       HC_CHECK(fs::is_regular_file(e, ec), "{}: runs: {}: no {} (an evaluated run folder)",
                file.string(), run.name, e.string());
     }
@@ -245,7 +382,10 @@ std::string render_tables(const TableSpec& spec) {
   for (const auto& r : spec.runs) evals.runs[r.name] = &r;
   std::string out;
   for (const auto& t : spec.tables)
-    out += (t.pairs.empty() ? result_table(spec, t, evals) : pair_table(spec, t, evals)) + "\n";
+    out += (!t.figures.empty() ? figure_table(spec, t)
+            : t.pairs.empty()  ? result_table(spec, t, evals)
+                               : pair_table(spec, t, evals)) +
+           "\n";
   out +=
       "BLEU and chrF of the first reference; \"vs RUN\": the BLEU difference with the p-value "
       "of a paired bootstrap test (1000 resamples, seed 12345; `headcount bleu HYP REF "

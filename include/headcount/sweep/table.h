@@ -12,6 +12,16 @@
 //       rows: [control, michel-72-1x]         # runs, in this order
 //     - title: Variants against each other    # or a table of pairs, each run against its other
 //       pairs: [[kd-fix-72-1x, recovery-72-1x]]
+//     - title: Figures the text cites         # or single values read from records (JSON files,
+//       figures:                              # or JSON lines: the last line that matches `where`)
+//         - {label: expected open heads at step 600, file: target-36/metrics.jsonl,
+//            key: /expected_open, where: {event: eval, step: 600}, digits: 1}
+//
+// A run may name its files otherwise: {path: FOLDER, eval: PREFIX, summary: FILE}, where PREFIX
+// (default "eval-{split}"; quoted in YAML) gives PREFIX.json and PREFIX.hyp.txt with {split}
+// replaced, and FILE (default summary.json) is where it was trained; both relative to the run's
+// folder. `scores: {all_refs: WEB+KJV}` adds a BLEU column per split for another score of the
+// evaluations (a split's column only where a row of the table has that score).
 #pragma once
 
 #include <filesystem>
@@ -26,29 +36,45 @@ namespace fs = std::filesystem;
 struct TableSpec {
   struct Run {
     std::string name, label;
-    fs::path path;  // absolute
+    fs::path path;                      // absolute
+    std::string eval = "eval-{split}";  // the evaluations' files, relative to path, without .json
+    std::string summary = "summary.json";
+  };
+  // A value read from a record: `key` is a JSON pointer into `file` (JSON, or JSON lines: the last
+  // line whose fields equal `where`'s), printed with `digits` decimals where it is a real number.
+  struct Figure {
+    std::string label, key;
+    fs::path file;                                           // absolute
+    std::vector<std::pair<std::string, std::string>> where;  // field, value as written
+    int digits = 2;
   };
   struct Table {
     std::string title;
     std::vector<std::string> against, rows;  // run names
     // A table of pairs instead (`pairs: [[RUN, OTHER], ...]`): each run against its other.
     std::vector<std::pair<std::string, std::string>> pairs;
+    // A table of figures instead (`figures: [...]`).
+    std::vector<Figure> figures;
   };
   fs::path file;
   std::vector<std::string> splits = {"dev", "test"};
+  // Further BLEU columns (`scores: {NAME: LABEL}`): an evaluation's score NAME (ref2, all_refs).
+  std::vector<std::pair<std::string, std::string>> scores;
   std::vector<Run> runs;  // in file order
   std::vector<Table> tables;
 };
 
 // Reads and checks a table file: errors name the file, line and key (unknown keys, a run named
-// twice, rows or against naming no run, a run folder without eval-SPLIT.json).
+// twice, rows or against naming no run, a run folder without its evaluations, a figure's file
+// missing).
 TableSpec load_table_spec(const fs::path& file);
 
 // The tables in Markdown: per row its heads, BLEU and chrF per split, and per run of `against`
 // the difference in BLEU with the paired bootstrap p-value (report.h's paired_bleu_p, from the
 // kept translations and the reference file each evaluation recorded, relative paths from the
 // current folder; the difference alone where a file is missing); then where each run was trained
-// and decoded (commit, machine, LibTorch, precision, minutes).
+// and decoded (commit, machine, LibTorch, precision, minutes). A figure that its file does not
+// hold is an error naming the file, the key and the line it looked for.
 std::string render_tables(const TableSpec& spec);
 
 // The markers of `headcount table --readme`'s section (each alone on its line).
