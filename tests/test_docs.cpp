@@ -109,19 +109,18 @@ std::string table_section(const std::string& readme) {
   return readme.substr(b + begin.size(), e - b - begin.size());
 }
 
-// The same for the study of issue 42: its tables are `headcount table`'s from the committed
-// records. Without data/bible (the references the paired tests read) the p-values are left out
-// of both sides of the comparison; every other figure is still checked.
-TEST(Docs, L0RecoveryReadmeCitesOnlyGeneratedFigures) {
+// A README whose generated section is `headcount table`'s from a table file of committed records:
+// the section is what the records give now, and every figure of the prose appears in it. Without
+// data/bible (the references the paired tests read) the p-values are left out of both sides of
+// the comparison; every other figure is still checked.
+void expect_table_readme(const fs::path& table, const fs::path& readme_path) {
   const fs::path src = testing::source_dir();
-  const fs::path readme_path = src / "experiments" / "l0-recovery" / "README.md";
   const std::string readme = io::read_file(readme_path);
   const fs::path cwd = fs::current_path();
   fs::current_path(src);  // the evaluations name their references as data/bible/SPLIT.en
   std::string tables;
   try {
-    tables = sweep::render_tables(
-        sweep::load_table_spec(src / "experiments" / "l0-recovery" / "table.yaml"));
+    tables = sweep::render_tables(sweep::load_table_spec(table));
   } catch (...) {
     fs::current_path(cwd);
     throw;
@@ -137,12 +136,26 @@ TEST(Docs, L0RecoveryReadmeCitesOnlyGeneratedFigures) {
   }
   EXPECT_TRUE(committed == "\n" + tables + "\n")
       << "the README's generated tables are not what the records give: run headcount table "
-         "experiments/l0-recovery/table.yaml --readme experiments/l0-recovery/README.md";
+      << fs::relative(table, src).string() << " --readme "
+      << fs::relative(readme_path, src).string();
   const auto generated = figures(tables + section, true);
   for (const auto& [n, line] : prose_lines(readme))
     for (const auto& f : figures(line, false))
-      EXPECT_TRUE(generated.count(f))
-          << "README.md line " << n << ": " << f << " is not in the generated tables: " << line;
+      EXPECT_TRUE(generated.count(f)) << readme_path.filename().string() << " line " << n << ": "
+                                      << f << " is not in the generated tables: " << line;
+}
+
+// The study of issue 42.
+TEST(Docs, L0RecoveryReadmeCitesOnlyGeneratedFigures) {
+  const fs::path here = testing::source_dir() / "experiments" / "l0-recovery";
+  expect_table_readme(here / "table.yaml", here / "README.md");
+}
+
+// The target series against Michel et al. (the reference table's records-target).
+TEST(Docs, RecordsTargetReadmeCitesOnlyGeneratedFigures) {
+  const fs::path here =
+      testing::source_dir() / "experiments" / "voita-table-cpu" / "records-target";
+  expect_table_readme(here / "table.yaml", here / "README.md");
 }
 
 // The checker itself: what counts as a figure, and what the generated section covers.

@@ -261,9 +261,10 @@ std::string where_table(const TableSpec& spec, const Evaluations& evals) {
         summary.is_object() ? provenance::describe(summary.value("provenance", nlohmann::json()))
                             : "-";
     const Evaluation& e = it->second.begin()->second;
-    out +=
-        fmt::format("| {} | {} | {} | {} | {} | {}, beam {} |\n", run.name, steps, minutes, trained,
-                    provenance::describe(e.record.provenance), e.record.precision, e.record.beam);
+    out += fmt::format("| {} | {} | {} | {} | {} | {}, beam {} |\n", run.name, steps, minutes,
+                       trained, provenance::describe(e.record.provenance),
+                       e.record.precision.empty() ? "precision unrecorded" : e.record.precision,
+                       e.record.beam);
   }
   return out;
 }
