@@ -191,6 +191,31 @@ TEST(Table, RunsMayNameTheirFilesAndFurtherScoresGetColumns) {
   EXPECT_NE(e.find("runs: best: eval: expected a file name with {split}"), std::string::npos) << e;
 }
 
+TEST(Table, ColumnsReadEachRunsOwnRecords) {
+  Fixture f;
+  io::write_file_atomic(f.dir / "records" / "best" / "pruning.json",
+                        R"({"parameters_after": 123, "seconds": {"pruning": 73.456}})");
+  const auto spec = sweep::load_table_spec(
+      f.spec("columns:\n  - {label: parameters, file: pruning.json, key: /parameters_after}\n"
+             "  - {label: pruning s, file: pruning.json, key: /seconds/pruning, digits: 0}\n"
+             "runs: {best: {path: records/best, label: the references}, worse: records/worse}\n"
+             "tables:\n  - {title: t, rows: [best, worse]}\n"));
+  const std::string md = sweep::render_tables(spec);
+  EXPECT_NE(md.find("| run | heads e/d/de | parameters | pruning s | dev BLEU | test BLEU |"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(md.find("| the references (best) | 1/2/3 | 123 | 73 | 40.50 |"), std::string::npos)
+      << md;
+  // A run without the file: "-".
+  EXPECT_NE(md.find("| worse | 1/2/3 | - | - | 12.00 |"), std::string::npos) << md;
+  const std::string e = error_of([&] {
+    sweep::load_table_spec(
+        f.spec("columns: [{label: p, file: pruning.json}]\nruns: {best: "
+               "records/best}\ntables:\n  - {title: t, rows: [best]}\n"));
+  });
+  EXPECT_NE(e.find("columns: p: key: expected a text"), std::string::npos) << e;
+}
+
 TEST(Table, FiguresAreReadFromJsonAndTheLastMatchingJsonLine) {
   Fixture f;
   io::write_file_atomic(f.dir / "records" / "compare.json",

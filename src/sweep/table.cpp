@@ -130,6 +130,60 @@ std::string table_head(const std::string& title, const std::vector<std::string>&
   return out + "\n";
 }
 
+// A JSON line matches a figure's `where` when each named field's value reads as written there.
+bool matches(const nlohmann::json& line, const TableSpec::Figure& f) {
+  for (const auto& [field, text] : f.where) {
+    if (!line.is_object() || !line.contains(field)) return false;
+    const auto& v = line[field];
+    if ((v.is_string() ? v.get<std::string>() : v.dump()) != text) return false;
+  }
+  return true;
+}
+
+std::string where_text(const TableSpec::Figure& f) {
+  std::vector<std::string> parts;
+  for (const auto& [field, text] : f.where) parts.push_back(field + " " + text);
+  return fmt::format("{}", fmt::join(parts, ", "));
+}
+
+// A value of a record as the text cites it (a real number with the figure's decimals, anything
+// else as is), read from `file` (JSON, or the last JSON line that matches); none if absent.
+std::optional<std::string> read_value(const TableSpec::Figure& f, const fs::path& file) {
+  std::optional<nlohmann::json> value;
+  const auto take = [&](const nlohmann::json& j) {
+    const nlohmann::json::json_pointer ptr(f.key);
+    if (j.contains(ptr)) value = j.at(ptr);
+  };
+  if (file.extension() == ".jsonl") {
+    const auto lines = run::read_jsonl(file);
+    for (auto it = lines.rbegin(); it != lines.rend(); ++it)
+      if (matches(*it, f)) {
+        take(*it);
+        break;
+      }
+  } else {
+    take(nlohmann::json::parse(io::read_file(file)));
+  }
+  if (!value) return std::nullopt;
+  if (value->is_number_float()) return fmt::format("{:.{}f}", value->get<double>(), f.digits);
+  return value->is_string() ? value->get<std::string>() : value->dump();
+}
+
+std::string figure_value(const TableSpec::Figure& f) {
+  const auto v = read_value(f, f.file);
+  HC_CHECK(v.has_value(), "figure '{}': {} has no {}{}", f.label, f.file.string(), f.key,
+           f.where.empty() ? "" : " in the last line with " + where_text(f));
+  return *v;
+}
+
+// A run's cell of a further column: the value in the run's own file, "-" where it has none.
+std::string column_value(const TableSpec::Figure& c, const TableSpec::Run& run) {
+  const fs::path file = run.path / c.file;
+  std::error_code ec;
+  if (!fs::is_regular_file(file, ec)) return "-";
+  return read_value(c, file).value_or("-");
+}
+
 // The further scores' columns of a table: (score, split) where a row's evaluation has it.
 std::vector<std::pair<std::string, std::string>> score_columns(const TableSpec& spec,
                                                                const TableSpec::Table& t,
@@ -147,6 +201,7 @@ std::vector<std::pair<std::string, std::string>> score_columns(const TableSpec& 
 
 std::string result_table(const TableSpec& spec, const TableSpec::Table& t, Evaluations& evals) {
   std::vector<std::string> head = {"run", "heads e/d/de"};
+  for (const auto& c : spec.columns) head.push_back(c.label);
   for (const auto& s : spec.splits) head.push_back(s + " BLEU");
   const auto extra = score_columns(spec, t, evals);
   std::map<std::string, std::string> labels(spec.scores.begin(), spec.scores.end());
@@ -161,6 +216,7 @@ std::string result_table(const TableSpec& spec, const TableSpec::Table& t, Evalu
     std::vector<std::string> cells = {
         run->label == name ? name : fmt::format("{} ({})", run->label, name),
         evals.of(name, spec.splits.front()).record.heads_e_d_de};
+    for (const auto& c : spec.columns) cells.push_back(column_value(c, *run));
     for (const auto& s : spec.splits)
       cells.push_back(number(first_score(evals.of(name, s).record, false)));
     for (const auto& [score, s] : extra)
@@ -186,45 +242,6 @@ std::string pair_table(const TableSpec& spec, const TableSpec::Table& t, Evaluat
     out += fmt::format("| {} |\n", fmt::join(cells, " | "));
   }
   return out;
-}
-
-// A JSON line matches a figure's `where` when each named field's value reads as written there.
-bool matches(const nlohmann::json& line, const TableSpec::Figure& f) {
-  for (const auto& [field, text] : f.where) {
-    if (!line.is_object() || !line.contains(field)) return false;
-    const auto& v = line[field];
-    if ((v.is_string() ? v.get<std::string>() : v.dump()) != text) return false;
-  }
-  return true;
-}
-
-std::string where_text(const TableSpec::Figure& f) {
-  std::vector<std::string> parts;
-  for (const auto& [field, text] : f.where) parts.push_back(field + " " + text);
-  return fmt::format("{}", fmt::join(parts, ", "));
-}
-
-// A figure's value as the text cites it: a real number with its decimals, anything else as is.
-std::string figure_value(const TableSpec::Figure& f) {
-  const std::string what = f.where.empty() ? "" : " in the last line with " + where_text(f);
-  std::optional<nlohmann::json> value;
-  const auto take = [&](const nlohmann::json& j) {
-    const nlohmann::json::json_pointer ptr(f.key);
-    if (j.contains(ptr)) value = j.at(ptr);
-  };
-  if (f.file.extension() == ".jsonl") {
-    const auto lines = run::read_jsonl(f.file);
-    for (auto it = lines.rbegin(); it != lines.rend(); ++it)
-      if (matches(*it, f)) {
-        take(*it);
-        break;
-      }
-  } else {
-    take(nlohmann::json::parse(io::read_file(f.file)));
-  }
-  HC_CHECK(value.has_value(), "figure '{}': {} has no {}{}", f.label, f.file.string(), f.key, what);
-  if (value->is_number_float()) return fmt::format("{:.{}f}", value->get<double>(), f.digits);
-  return value->is_string() ? value->get<std::string>() : value->dump();
 }
 
 std::string figure_table(const TableSpec& spec, const TableSpec::Table& t) {
@@ -269,24 +286,26 @@ std::string where_table(const TableSpec& spec, const Evaluations& evals) {
   return out;
 }
 
-// A table's `figures:`: each {label, file, key, where, digits}, its file there.
-std::vector<TableSpec::Figure> read_figures(const YAML::Node& node, const fs::path& file) {
-  HC_CHECK(node.IsSequence() && node.size() > 0,
-           "{}: tables: figures: expected a list of {{label, file, key}}", where(file, node));
+// A table's `figures:` (each {label, file, key, where, digits}, its file there) or the file's
+// `columns:` (`in_runs`: each file relative to a run's folder, which may lack it).
+std::vector<TableSpec::Figure> read_figures(const YAML::Node& node, const fs::path& file,
+                                            const std::string& key, bool in_runs) {
+  HC_CHECK(node.IsSequence() && node.size() > 0, "{}: {}: expected a list of {{label, file, key}}",
+           where(file, node), key);
   std::vector<TableSpec::Figure> out;
   for (const auto& f : node) {
-    check_keys(f, file, "tables: figures", {"label", "file", "key", "where", "digits"});
+    check_keys(f, file, key, {"label", "file", "key", "where", "digits"});
     TableSpec::Figure fig;
-    fig.label = scalar(f["label"], file, "tables: figures: label");
-    const std::string what = "tables: figures: " + fig.label;
+    fig.label = scalar(f["label"], file, key + ": label");
+    const std::string what = key + ": " + fig.label;
     fig.key = scalar(f["key"], file, what + ": key");
     HC_CHECK(fig.key.front() == '/', "{}: {}: key: expected a JSON pointer (/field/sub), got '{}'",
              where(file, f["key"]), what, fig.key);
-    fig.file = fs::absolute(file.parent_path() / scalar(f["file"], file, what + ": file"))
-                   .lexically_normal();
+    fig.file = scalar(f["file"], file, what + ": file");
+    if (!in_runs) fig.file = fs::absolute(file.parent_path() / fig.file).lexically_normal();
     std::error_code ec;
-    HC_CHECK(fs::is_regular_file(fig.file, ec), "{}: {}: file: no {}", where(file, f["file"]), what,
-             fig.file.string());
+    HC_CHECK(in_runs || fs::is_regular_file(fig.file, ec), "{}: {}: file: no {}",
+             where(file, f["file"]), what, fig.file.string());
     if (const YAML::Node w = f["where"]) {
       HC_CHECK(w.IsMap(), "{}: {}: where: expected a map of fields to values ({{step: 600}})",
                where(file, w), what);
@@ -312,7 +331,8 @@ TableSpec load_table_spec(const fs::path& path) {
   spec.file = fs::absolute(path);
   const fs::path& file = spec.file;
   const YAML::Node root = detail::read_yaml_file(file, "table file", "a map with runs and tables");
-  check_keys(root, file, "the table file", {"splits", "scores", "runs", "tables"});
+  check_keys(root, file, "the table file", {"splits", "scores", "columns", "runs", "tables"});
+  if (root["columns"]) spec.columns = read_figures(root["columns"], file, "columns", true);
   if (root["splits"]) {
     spec.splits = string_list(root["splits"], file, "splits");
     HC_CHECK(!spec.splits.empty(), "{}: splits: expected at least one split (dev, test)",
@@ -350,7 +370,7 @@ TableSpec load_table_spec(const fs::path& path) {
              "[RUN, OTHER]) or figures (a list of values read from records), one of them",
              where(file, t), table.title);
     if (t["figures"]) {
-      table.figures = read_figures(t["figures"], file);
+      table.figures = read_figures(t["figures"], file, "tables: figures", false);
     } else if (t["pairs"]) {
       const YAML::Node pairs = t["pairs"];
       HC_CHECK(pairs.IsSequence() && pairs.size() > 0,

@@ -21,7 +21,9 @@
 // (default "eval-{split}"; quoted in YAML) gives PREFIX.json and PREFIX.hyp.txt with {split}
 // replaced, and FILE (default summary.json) is where it was trained; both relative to the run's
 // folder. `scores: {all_refs: WEB+KJV}` adds a BLEU column per split for another score of the
-// evaluations (a split's column only where a row of the table has that score).
+// evaluations (a split's column only where a row of the table has that score); `columns: [{label:
+// parameters, file: pruning.json, key: /parameters_after}]` a column of values from each run's own
+// records (after the heads; "-" where a run has none).
 #pragma once
 
 #include <filesystem>
@@ -60,6 +62,9 @@ struct TableSpec {
   std::vector<std::string> splits = {"dev", "test"};
   // Further BLEU columns (`scores: {NAME: LABEL}`): an evaluation's score NAME (ref2, all_refs).
   std::vector<std::pair<std::string, std::string>> scores;
+  // Further columns of the rows' tables (`columns: [{label, file, key, where, digits}]`), each a
+  // value of a file in the run's folder (`file` relative to it; "-" where a run has none).
+  std::vector<Figure> columns;
   std::vector<Run> runs;  // in file order
   std::vector<Table> tables;
 };
