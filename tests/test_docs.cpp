@@ -158,6 +158,12 @@ TEST(Docs, RecordsTargetReadmeCitesOnlyGeneratedFigures) {
   expect_table_readme(here / "table.yaml", here / "README.md");
 }
 
+// Fisher post-training pruning against L0 (issue 20's study).
+TEST(Docs, FisherReadmeCitesOnlyGeneratedFigures) {
+  const fs::path here = testing::source_dir() / "experiments" / "fisher-vs-l0";
+  expect_table_readme(here / "table.yaml", here / "README.md");
+}
+
 // The checker itself: what counts as a figure, and what the generated section covers.
 TEST(Docs, FiguresAreDecimalsAndPercentagesNotNamesOrVersions) {
   EXPECT_EQ(figures("dev 33.51 (-0.31), 92% of 48, all-l0.05, LibTorch 1.13.1", false),
