@@ -216,6 +216,31 @@ TEST(Table, ColumnsReadEachRunsOwnRecords) {
   EXPECT_NE(e.find("columns: p: key: expected a text"), std::string::npos) << e;
 }
 
+TEST(Table, VerboseColumnsGiveThePrecisionsAndBrevityPenalty) {
+  Fixture f;
+  const fs::path rec = f.dir / "records" / "best" / "eval-dev.json";
+  auto r = *eval::read_eval_record(rec);
+  for (auto& s : r.scores)
+    if (s.name == "ref1")
+      s.bleu_verbose =
+          "66.1/41.1/27.4/19.1 (BP = 0.965 ratio = 0.966 hyp_len = 29174 ref_len = 30210)";
+  eval::write_eval_record(rec, r);
+  const std::string md = sweep::render_tables(sweep::load_table_spec(
+      f.spec("verbose: [dev]\nruns: {best: records/best, worse: records/worse}\ntables:\n  - "
+             "{title: t, rows: [best, worse]}\n")));
+  EXPECT_NE(md.find("| dev chrF | test chrF | dev n-gram precisions, BP |"), std::string::npos)
+      << md;
+  EXPECT_NE(md.find("| 60.25 | 60.25 | 66.1/41.1/27.4/19.1, BP 0.965 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| 30.00 | 30.00 | - |"), std::string::npos) << md;  // none recorded
+  const std::string e = error_of([&] {
+    sweep::load_table_spec(
+        f.spec("verbose: [train]\nruns: {best: records/best}\ntables:\n  - {title: t, rows: "
+               "[best]}\n"));
+  });
+  EXPECT_NE(e.find("verbose: 'train' is not one of the splits (dev, test)"), std::string::npos)
+      << e;
+}
+
 TEST(Table, FiguresAreReadFromJsonAndTheLastMatchingJsonLine) {
   Fixture f;
   io::write_file_atomic(f.dir / "records" / "compare.json",

@@ -5,6 +5,7 @@
 #include <fmt/ranges.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <cctype>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -184,6 +185,20 @@ std::string column_value(const TableSpec::Figure& c, const TableSpec::Run& run) 
   return read_value(c, file).value_or("-");
 }
 
+// The n-gram precisions and brevity penalty of a split's BLEU against the first reference, from
+// its bleu_verbose ("66.1/41.1/27.4/19.1 (BP = 0.965 ratio = ...)"): "66.1/41.1/27.4/19.1, BP
+// 0.965"; "-" where the record has none.
+std::string verbose_cell(const eval::EvalRecord& r) {
+  const auto* s = r.score("ref1");
+  if (!s) return "-";
+  const std::string& v = s->bleu_verbose;
+  const size_t open = v.find(" ("), bp = v.find("BP = ");
+  if (open == std::string::npos || bp == std::string::npos) return "-";
+  const size_t end = v.find(' ', bp + 5);
+  return v.substr(0, open) + ", BP " +
+         v.substr(bp + 5, end == std::string::npos ? end : end - bp - 5);
+}
+
 // The further scores' columns of a table: (score, split) where a row's evaluation has it.
 std::vector<std::pair<std::string, std::string>> score_columns(const TableSpec& spec,
                                                                const TableSpec::Table& t,
@@ -208,6 +223,7 @@ std::string result_table(const TableSpec& spec, const TableSpec::Table& t, Evalu
   for (const auto& [score, s] : extra)
     head.push_back(fmt::format("{} BLEU ({})", s, labels[score]));
   for (const auto& s : spec.splits) head.push_back(s + " chrF");
+  for (const auto& s : spec.verbose) head.push_back(s + " n-gram precisions, BP");
   for (const auto& a : t.against)
     for (const auto& s : spec.splits) head.push_back(fmt::format("vs {}, {}", a, s));
   std::string out = table_head(t.title, head);
@@ -223,6 +239,7 @@ std::string result_table(const TableSpec& spec, const TableSpec::Table& t, Evalu
       cells.push_back(number(first_score(evals.of(name, s).record, false, score.c_str())));
     for (const auto& s : spec.splits)
       cells.push_back(number(first_score(evals.of(name, s).record, true)));
+    for (const auto& s : spec.verbose) cells.push_back(verbose_cell(evals.of(name, s).record));
     for (const auto& a : t.against)
       for (const auto& s : spec.splits)
         cells.push_back(a == name ? "" : difference(evals.of(name, s), evals.of(a, s)));
@@ -331,7 +348,8 @@ TableSpec load_table_spec(const fs::path& path) {
   spec.file = fs::absolute(path);
   const fs::path& file = spec.file;
   const YAML::Node root = detail::read_yaml_file(file, "table file", "a map with runs and tables");
-  check_keys(root, file, "the table file", {"splits", "scores", "columns", "runs", "tables"});
+  check_keys(root, file, "the table file",
+             {"splits", "scores", "columns", "verbose", "runs", "tables"});
   if (root["columns"]) spec.columns = read_figures(root["columns"], file, "columns", true);
   if (root["splits"]) {
     spec.splits = string_list(root["splits"], file, "splits");
@@ -347,6 +365,13 @@ TableSpec load_table_spec(const fs::path& path) {
     for (const auto& kv : scores)
       spec.scores.emplace_back(scalar(kv.first, file, "scores"),
                                scalar(kv.second, file, "scores: " + kv.first.Scalar()));
+  }
+  if (root["verbose"]) {
+    spec.verbose = string_list(root["verbose"], file, "verbose");
+    for (const auto& v : spec.verbose)
+      HC_CHECK(std::find(spec.splits.begin(), spec.splits.end(), v) != spec.splits.end(),
+               "{}: verbose: '{}' is not one of the splits ({})", where(file, root["verbose"]), v,
+               fmt::join(spec.splits, ", "));
   }
   const YAML::Node runs = root["runs"];
   HC_CHECK(runs && runs.IsMap() && runs.size() > 0,

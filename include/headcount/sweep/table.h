@@ -23,7 +23,8 @@
 // folder. `scores: {all_refs: WEB+KJV}` adds a BLEU column per split for another score of the
 // evaluations (a split's column only where a row of the table has that score); `columns: [{label:
 // parameters, file: pruning.json, key: /parameters_after}]` a column of values from each run's own
-// records (after the heads; "-" where a run has none).
+// records (after the heads; "-" where a run has none); `verbose: [dev]` a column of each row's
+// n-gram precisions and brevity penalty on those splits.
 #pragma once
 
 #include <filesystem>
@@ -65,6 +66,9 @@ struct TableSpec {
   // Further columns of the rows' tables (`columns: [{label, file, key, where, digits}]`), each a
   // value of a file in the run's folder (`file` relative to it; "-" where a run has none).
   std::vector<Figure> columns;
+  // Splits whose n-gram precisions and brevity penalty (the first reference's) get a column
+  // (`verbose: [dev]`).
+  std::vector<std::string> verbose;
   std::vector<Run> runs;  // in file order
   std::vector<Table> tables;
 };
