@@ -341,15 +341,9 @@ std::vector<TableSpec::Figure> read_figures(const YAML::Node& node, const fs::pa
   return out;
 }
 
-}  // namespace
-
-TableSpec load_table_spec(const fs::path& path) {
-  TableSpec spec;
-  spec.file = fs::absolute(path);
+// The keys of a table file that shape the rows' columns: splits, scores, verbose, columns.
+void read_columns(const YAML::Node& root, TableSpec& spec) {
   const fs::path& file = spec.file;
-  const YAML::Node root = detail::read_yaml_file(file, "table file", "a map with runs and tables");
-  check_keys(root, file, "the table file",
-             {"splits", "scores", "columns", "verbose", "runs", "tables"});
   if (root["columns"]) spec.columns = read_figures(root["columns"], file, "columns", true);
   if (root["splits"]) {
     spec.splits = string_list(root["splits"], file, "splits");
@@ -373,6 +367,18 @@ TableSpec load_table_spec(const fs::path& path) {
                "{}: verbose: '{}' is not one of the splits ({})", where(file, root["verbose"]), v,
                fmt::join(spec.splits, ", "));
   }
+}
+
+}  // namespace
+
+TableSpec load_table_spec(const fs::path& path) {
+  TableSpec spec;
+  spec.file = fs::absolute(path);
+  const fs::path& file = spec.file;
+  const YAML::Node root = detail::read_yaml_file(file, "table file", "a map with runs and tables");
+  check_keys(root, file, "the table file",
+             {"splits", "scores", "columns", "verbose", "runs", "tables"});
+  read_columns(root, spec);
   const YAML::Node runs = root["runs"];
   HC_CHECK(runs && runs.IsMap() && runs.size() > 0,
            "{}: runs: expected a map of names to run folders", file.string());
