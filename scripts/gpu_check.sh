@@ -113,6 +113,16 @@ build() {
   for b in build-gpu/headcount build-gpu/headcount_tests; do
     echo "[gpu] $b loads:"
     ldd "$b" | grep -E 'stdc\+\+|gomp|gtest|yaml|icu|minizip|headcount_spm|libz\.' | sed 's/^/  /'
+    # The order of the libraries decides which definition of a symbol wins.
+    echo "[gpu] $b needs, in order: $(readelf -d "$b" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | tr '\n' ' ')"
+  done
+  # A lead for the test binary's segmentation faults (2026-11-27, commit 620d840: every test that
+  # removes a folder with files in it, none of the in-memory ones): LibTorch's libraries may export
+  # their own copies of libstdc++'s std::filesystem (a newer toolchain's static part), which the
+  # binaries' calls can then bind to.
+  local lib
+  for lib in $(ldd build-gpu/headcount_tests | awk '/libtorch|libc10/ {print $3}'); do
+    echo "[gpu] $lib exports $(nm -DC --defined-only "$lib" 2>/dev/null | grep -c 'std::filesystem') std::filesystem and $(nm -DC --defined-only "$lib" 2>/dev/null | grep -c ' std::__cxx11::basic_string') std::string symbols"
   done
 }
 
