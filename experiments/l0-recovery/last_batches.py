@@ -1,7 +1,9 @@
 # Where each run of issue 42 ends in the shuffled training data: the batches of its last K steps,
 # as length ranks (python3 experiments/l0-recovery/last_batches.py; no data needed).
-# of 244); epoch_order(seed, epoch) is replicated here (std::mt19937_64, Fisher-Yates).
-import sys
+# Batches are sorted by length (data::make_batches), so a batch's index is its length rank (0 =
+# shortest of 244); data::epoch_order(seed, epoch) is replicated here (std::mt19937_64,
+# Fisher-Yates; epochs count from 0 in the trainer).
+
 MASK = (1 << 64) - 1
 class MT64:
     def __init__(self, seed):
