@@ -285,6 +285,13 @@ TEST(Table, FiguresAreReadFromJsonAndTheLastMatchingJsonLine) {
                "figures: [{label: x, file: records/compare.json, key: bleu}]\n"));
   });
   EXPECT_NE(e.find("key: expected a JSON pointer"), std::string::npos) << e;
+  e = error_of([&] {  // '~' must be followed by 0 or 1 in a JSON pointer
+    sweep::load_table_spec(
+        f.spec("runs: {worse: records/worse}\ntables:\n  - title: t\n    "
+               "figures: [{label: x, file: records/compare.json, key: /a~2}]\n"));
+  });
+  EXPECT_NE(e.find("key: expected a JSON pointer (/field/sub), got '/a~2'"), std::string::npos)
+      << e;
   e = error_of([&] {
     sweep::load_table_spec(
         f.spec("runs: {worse: records/worse}\ntables:\n  - title: t\n    "

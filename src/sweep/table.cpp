@@ -316,7 +316,13 @@ std::vector<TableSpec::Figure> read_figures(const YAML::Node& node, const fs::pa
     fig.label = scalar(f["label"], file, key + ": label");
     const std::string what = key + ": " + fig.label;
     fig.key = scalar(f["key"], file, what + ": key");
-    HC_CHECK(fig.key.front() == '/', "{}: {}: key: expected a JSON pointer (/field/sub), got '{}'",
+    bool pointer = fig.key.front() == '/';
+    try {
+      (void)nlohmann::json::json_pointer(fig.key);
+    } catch (const nlohmann::json::exception&) {
+      pointer = false;
+    }
+    HC_CHECK(pointer, "{}: {}: key: expected a JSON pointer (/field/sub), got '{}'",
              where(file, f["key"]), what, fig.key);
     fig.file = scalar(f["file"], file, what + ": file");
     if (!in_runs) fig.file = fs::absolute(file.parent_path() / fig.file).lexically_normal();
