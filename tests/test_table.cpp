@@ -266,6 +266,7 @@ TEST(Table, FiguresAreReadFromJsonAndTheLastMatchingJsonLine) {
   EXPECT_NE(md.find("| method | `records/compare.json` /method | michel |"), std::string::npos)
       << md;
   EXPECT_NE(md.find("| steps | `records/compare.json` /steps | 1200 |"), std::string::npos) << md;
+  EXPECT_EQ(md.find("Where the runs ran"), std::string::npos) << md;  // figures alone: no runs
   // The last eval line of step 600, not the first nor the training line.
   EXPECT_NE(
       md.find("| open at 600 | `records/metrics.jsonl` /open (event eval, step 600) | 108.5 |"),

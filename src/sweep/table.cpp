@@ -444,6 +444,7 @@ std::string render_tables(const TableSpec& spec) {
             : t.pairs.empty()  ? result_table(spec, t, evals)
                                : pair_table(spec, t, evals)) +
            "\n";
+  if (evals.read.empty()) return out;  // figures alone
   out +=
       "BLEU and chrF of the first reference; \"vs RUN\": the BLEU difference with the p-value "
       "of a paired bootstrap test (1000 resamples, seed 12345; `headcount bleu HYP REF "
