@@ -272,6 +272,13 @@ TEST(Table, FiguresAreReadFromJsonAndTheLastMatchingJsonLine) {
       md.find("| open at 600 | `records/metrics.jsonl` /open (event eval, step 600) | 108.5 |"),
       std::string::npos)
       << md;
+  // A file of figures alone needs no runs.
+  EXPECT_NE(sweep::render_tables(
+                sweep::load_table_spec(f.spec(
+                    "tables:\n  - title: t\n    figures: [{label: m, file: records/compare.json, "
+                    "key: /method}]\n")))
+                .find("| m | `records/compare.json` /method | michel |"),
+            std::string::npos);
   // A value the file does not hold is an error naming the file, the key and the line sought.
   std::string e = error_of([&] {
     sweep::render_tables(sweep::load_table_spec(f.spec(

@@ -385,8 +385,9 @@ TableSpec load_table_spec(const fs::path& path) {
   check_keys(root, file, "the table file",
              {"splits", "scores", "columns", "verbose", "runs", "tables"});
   read_columns(root, spec);
-  const YAML::Node runs = root["runs"];
-  HC_CHECK(runs && runs.IsMap() && runs.size() > 0,
+  // Runs may be left out of a file of figures alone (rows and pairs then name no known run).
+  const YAML::Node runs = root["runs"] ? root["runs"] : YAML::Node(YAML::NodeType::Map);
+  HC_CHECK(runs.IsMap() && (runs.size() > 0 || !root["runs"]),
            "{}: runs: expected a map of names to run folders", file.string());
   std::set<std::string> known;
   for (const auto& kv : runs) {

@@ -13,7 +13,8 @@
 //     - title: Variants against each other    # or a table of pairs, each run against its other
 //       pairs: [[kd-fix-72-1x, recovery-72-1x]]
 //     - title: Figures the text cites         # or single values read from records (JSON files,
-//       figures:                              # or JSON lines: the last line that matches `where`)
+//       figures:                              # or JSON lines: the last line that matches `where`;
+//                                             # a file of figures alone needs no runs)
 //         - {label: expected open heads at step 600, file: target-36/metrics.jsonl,
 //            key: /expected_open, where: {event: eval, step: 600}, digits: 1}
 //
