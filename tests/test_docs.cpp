@@ -101,6 +101,39 @@ TEST(Docs, VoitaReadmeCitesOnlyGeneratedFigures) {
           << "README.md line " << n << ": " << f << " is not in the generated section: " << line;
 }
 
+// The quick profile's README: its section is `reproduce --report-only --readme` of its records,
+// which are in reproduce's own layout (baseline/, seed-S/, steps/).
+TEST(Docs, QuickReadmeCitesOnlyGeneratedFigures) {
+  const fs::path src = testing::source_dir();
+  const fs::path here = src / "experiments" / "voita-table-cpu" / "quick";
+  const std::string readme = io::read_file(here / "README.md");
+  const fs::path cwd = fs::current_path();
+  fs::current_path(src);  // the experiment file is named from the repository root
+  std::string section;
+  try {
+    const auto spec =
+        sweep::load_experiment("experiments/voita-table-cpu/experiment.yaml", "quick");
+    section = sweep::readme_section(spec, here);
+  } catch (...) {
+    fs::current_path(cwd);
+    throw;
+  }
+  fs::current_path(cwd);
+  testing::TempDir out;
+  const fs::path copy = out.path() / "README.md";
+  io::write_file_atomic(copy, readme);
+  sweep::replace_readme_section(copy, section);
+  EXPECT_TRUE(io::read_file(copy) == readme)
+      << "the quick README's generated section is not what the records give: run the command in "
+         "experiments/voita-table-cpu/quick/README.md";
+  EXPECT_NE(section.find("| all | 37 |"), std::string::npos) << section;  // the pieces' benchmark
+  const auto generated = figures(section, true);
+  for (const auto& [n, line] : prose_lines(readme))
+    for (const auto& f : figures(line, false))
+      EXPECT_TRUE(generated.count(f)) << "quick/README.md line " << n << ": " << f
+                                      << " is not in the generated section: " << line;
+}
+
 // The text between a README's table markers.
 std::string table_section(const std::string& readme) {
   const std::string begin = std::string(sweep::kTableBegin) + "\n";

@@ -78,6 +78,29 @@ profiles:
                      baseline, base.string(), base.string());
 }
 
+TEST(Reproduce, PiecesSectionSumsEachKindAndSpansTheWallClock) {
+  TempDir out;
+  EXPECT_EQ(sweep::pieces_section(out.path()), "");  // no markers: no section
+  fs::create_directories(out.path() / "steps");
+  // A pruning run of 120 s that ended at 00:02:00 (so began at 00:00:00), an evaluation of 30 s
+  // that ended at 00:03:00, another pruning run of 15 s: 135 s of pruning, 165 s in all.
+  io::write_file_atomic(
+      out.path() / "steps" / "a.json",
+      R"({"kind": "prune", "seconds": 120, "finished_at": "2026-01-01 00:02:00"})");
+  io::write_file_atomic(out.path() / "steps" / "b.json",
+                        R"({"kind": "eval", "seconds": 30, "finished_at": "2026-01-01 00:03:00"})");
+  io::write_file_atomic(
+      out.path() / "steps" / "c.json",
+      R"({"kind": "prune", "seconds": 15, "finished_at": "2026-01-01 00:02:20"})");
+  const std::string md = sweep::pieces_section(out.path());
+  EXPECT_NE(md.find("| eval | 1 | 0.5 |\n| prune | 2 | 2.2 |\n| all | 3 | 2.8 |\n"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(md.find("Wall clock: 2026-01-01 00:00:00 to 2026-01-01 00:03:00 UTC, 3.0 minutes."),
+            std::string::npos)
+      << md;
+}
+
 TEST(Reproduce, ExperimentFileNamesRunsControlsSeedsAndPlan) {
   TempDir dir;
   const auto base = tiny_base(dir);

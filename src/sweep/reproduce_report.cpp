@@ -6,6 +6,7 @@
 
 #include <array>
 #include <cmath>
+#include <ctime>
 #include <map>
 #include <optional>
 #include <set>
@@ -328,10 +329,61 @@ std::string seed_report_text(const ExperimentSpec& e, const fs::path& out,
       "\nNo speed is given here: speeds of different machines are not comparable; `headcount "
       "bench decode --compare` measures a pruned model against its baseline in one run.\n";
   md += compute_section(out, rows, numbers);
+  md += pieces_section(out);
   return md;
 }
 
 }  // namespace
+
+// The pieces as `reproduce` timed them (OUT/steps/*.json): per kind the count and wall minutes,
+// the whole one piece at a time, and the wall clock from the first piece's start to the last's
+// end; empty where OUT has no markers (records laid out by hand).
+std::string pieces_section(const fs::path& out) {
+  std::map<std::string, std::pair<int, double>> by_kind;  // kind -> (pieces, seconds)
+  std::optional<std::time_t> start, end;
+  std::error_code ec;
+  if (!fs::is_directory(out / "steps", ec)) return "";
+  for (const auto& f : fs::directory_iterator(out / "steps", ec)) {
+    if (f.path().extension() != ".json") continue;
+    const json j = json::parse(io::read_file(f.path()));
+    const double sec = j.value("seconds", 0.0);
+    auto& k = by_kind[j.value("kind", std::string("?"))];
+    ++k.first;
+    k.second += sec;
+    std::tm tm{};
+    const std::string at = j.value("finished_at", std::string());
+    if (strptime(at.c_str(), "%Y-%m-%d %H:%M:%S", &tm) == nullptr) continue;
+    const std::time_t done = timegm(&tm);
+    const auto begun = done - static_cast<std::time_t>(std::llround(sec));
+    if (!start || begun < *start) start = begun;
+    if (!end || done > *end) end = done;
+  }
+  if (by_kind.empty()) return "";
+  std::string md =
+      "\n### Pieces\n\nEach piece's wall time as `reproduce` timed it (`OUT/steps/*.json`; time "
+      "spent sharing the cores counts), one piece at a time:\n\n| kind | pieces | minutes |\n| "
+      "--- | ---: | ---: |\n";
+  int pieces = 0;
+  double total = 0;
+  for (const auto& [kind, k] : by_kind) {
+    md += fmt::format("| {} | {} | {:.1f} |\n", kind, k.first, k.second / 60);
+    pieces += k.first;
+    total += k.second;
+  }
+  md += fmt::format("| all | {} | {:.1f} |\n", pieces, total / 60);
+  if (start && end) {
+    const auto clock = [](std::time_t t) {
+      char text[32];
+      std::tm tm{};
+      gmtime_r(&t, &tm);
+      std::strftime(text, sizeof text, "%Y-%m-%d %H:%M:%S", &tm);
+      return std::string(text);
+    };
+    md += fmt::format("\nWall clock: {} to {} UTC, {:.1f} minutes.\n", clock(*start), clock(*end),
+                      static_cast<double>(*end - *start) / 60);
+  }
+  return md;
+}
 
 std::string write_seed_report(const ExperimentSpec& e, const fs::path& out) {
   json numbers = json::object();

@@ -169,6 +169,11 @@ std::string goals_section(const ExperimentSpec& e, const nlohmann::json& numbers
 // Returns the path of results.md.
 std::string write_seed_report(const ExperimentSpec& e, const fs::path& out);
 
+// The pieces as `reproduce` timed them (OUT/steps/*.json), the report's benchmark of the
+// experiment's time: per kind the count and wall minutes, the whole one piece at a time, and the
+// wall clock from the first piece's start to the last's end ("" where OUT has no markers).
+std::string pieces_section(const fs::path& out);
+
 // The report as a section of an experiment's README: results.md without its title, its headings
 // one level down, OUT for the folder's path.
 std::string readme_section(const ExperimentSpec& e, const fs::path& out);
