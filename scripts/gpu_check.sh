@@ -120,9 +120,11 @@ build() {
   # removes a folder with files in it, none of the in-memory ones): LibTorch's libraries may export
   # their own copies of libstdc++'s std::filesystem (a newer toolchain's static part), which the
   # binaries' calls can then bind to.
-  local lib
+  local lib symbols
   for lib in $(ldd build-gpu/headcount_tests | awk '/libtorch|libc10/ {print $3}'); do
-    echo "[gpu] $lib exports $(nm -DC --defined-only "$lib" 2>/dev/null | grep -c 'std::filesystem') std::filesystem and $(nm -DC --defined-only "$lib" 2>/dev/null | grep -c ' std::__cxx11::basic_string') std::string symbols"
+    symbols=$(nm -DC --defined-only "$lib" 2>/dev/null || true)
+    echo "[gpu] $lib exports $(grep -c 'std::filesystem' <<<"$symbols") std::filesystem and" \
+      "$(grep -c ' std::__cxx11::basic_string' <<<"$symbols") std::string symbols"
   done
 }
 

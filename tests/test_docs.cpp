@@ -57,10 +57,50 @@ std::vector<std::pair<int, std::string>> prose_lines(const std::string& text) {
   return out;
 }
 
+// Every figure of a README's prose appears in `generated`.
+void expect_prose_cites_only(const std::string& readme, const std::string& generated,
+                             const std::string& name) {
+  const auto known = figures(generated, true);
+  for (const auto& [n, line] : prose_lines(readme))
+    for (const auto& f : figures(line, false))
+      EXPECT_TRUE(known.count(f)) << name << " line " << n << ": " << f
+                                  << " is not in the generated section: " << line;
+}
+
+// The section `reproduce --report-only --readme` writes for the reference experiment's `profile`
+// from the records laid out in `out` (the experiment file named from the repository root, as the
+// READMEs' commands name it).
+std::string reproduce_section(const std::string& profile, const fs::path& out) {
+  const fs::path cwd = fs::current_path();
+  fs::current_path(testing::source_dir());
+  std::string section;
+  try {
+    section = sweep::readme_section(
+        sweep::load_experiment("experiments/voita-table-cpu/experiment.yaml", profile), out);
+  } catch (...) {
+    fs::current_path(cwd);
+    throw;
+  }
+  fs::current_path(cwd);
+  return section;
+}
+
+// A README whose section between reproduce's markers is `section` (written into a copy, which must
+// then read as the README does), and whose prose cites only figures of it.
+void expect_reproduce_readme(const fs::path& readme_path, const std::string& section,
+                             const std::string& command) {
+  const std::string readme = io::read_file(readme_path);
+  testing::TempDir dir;
+  const fs::path copy = dir.path() / "README.md";
+  io::write_file_atomic(copy, readme);
+  sweep::replace_readme_section(copy, section);
+  EXPECT_TRUE(io::read_file(copy) == readme)
+      << readme_path << ": the generated section is not what the records give: run " << command;
+  expect_prose_cites_only(readme, section, readme_path.filename().string());
+}
+
 TEST(Docs, VoitaReadmeCitesOnlyGeneratedFigures) {
-  const fs::path src = testing::source_dir();
-  const fs::path here = src / "experiments" / "voita-table-cpu";
-  const std::string readme = io::read_file(here / "README.md");
+  const fs::path here = testing::source_dir() / "experiments" / "voita-table-cpu";
   // The records in reproduce's layout, as report_records.sh lays them out.
   testing::TempDir out;
   fs::create_directories(out.path() / "baseline");
@@ -75,63 +115,18 @@ TEST(Docs, VoitaReadmeCitesOnlyGeneratedFigures) {
       if (e.is_directory() && (folder.filename() == "records" || name.rfind("target-", 0) == 0))
         fs::create_directory_symlink(e.path(), out.path() / "seed-1" / name);
     }
-  // The section as the records give it now, written into a copy of the README.
-  const fs::path copy = out.path() / "README.md";
-  io::write_file_atomic(copy, readme);
-  const fs::path cwd = fs::current_path();
-  fs::current_path(src);  // the experiment file is named as report_records.sh names it
-  std::string section;
-  try {
-    const auto spec = sweep::load_experiment("experiments/voita-table-cpu/experiment.yaml");
-    section = sweep::readme_section(spec, out.path());
-  } catch (...) {
-    fs::current_path(cwd);
-    throw;
-  }
-  fs::current_path(cwd);
-  sweep::replace_readme_section(copy, section);
-  EXPECT_TRUE(io::read_file(copy) == readme)
-      << "the README's generated section is not what the records give: run bash "
-         "experiments/voita-table-cpu/report_records.sh";
-  // Every figure of the prose appears in the generated section.
-  const auto generated = figures(section, true);
-  for (const auto& [n, line] : prose_lines(readme))
-    for (const auto& f : figures(line, false))
-      EXPECT_TRUE(generated.count(f))
-          << "README.md line " << n << ": " << f << " is not in the generated section: " << line;
+  expect_reproduce_readme(here / "README.md", reproduce_section("", out.path()),
+                          "bash experiments/voita-table-cpu/report_records.sh");
 }
 
-// The quick profile's README: its section is `reproduce --report-only --readme` of its records,
-// which are in reproduce's own layout (baseline/, seed-S/, steps/).
+// The quick profile's README: its records are in reproduce's own layout (baseline/, seed-S/,
+// steps/).
 TEST(Docs, QuickReadmeCitesOnlyGeneratedFigures) {
-  const fs::path src = testing::source_dir();
-  const fs::path here = src / "experiments" / "voita-table-cpu" / "quick";
-  const std::string readme = io::read_file(here / "README.md");
-  const fs::path cwd = fs::current_path();
-  fs::current_path(src);  // the experiment file is named from the repository root
-  std::string section;
-  try {
-    const auto spec =
-        sweep::load_experiment("experiments/voita-table-cpu/experiment.yaml", "quick");
-    section = sweep::readme_section(spec, here);
-  } catch (...) {
-    fs::current_path(cwd);
-    throw;
-  }
-  fs::current_path(cwd);
-  testing::TempDir out;
-  const fs::path copy = out.path() / "README.md";
-  io::write_file_atomic(copy, readme);
-  sweep::replace_readme_section(copy, section);
-  EXPECT_TRUE(io::read_file(copy) == readme)
-      << "the quick README's generated section is not what the records give: run the command in "
-         "experiments/voita-table-cpu/quick/README.md";
+  const fs::path here = testing::source_dir() / "experiments" / "voita-table-cpu" / "quick";
+  const std::string section = reproduce_section("quick", here);
+  expect_reproduce_readme(here / "README.md", section,
+                          "the command in experiments/voita-table-cpu/quick/README.md");
   EXPECT_NE(section.find("| all | 37 |"), std::string::npos) << section;  // the pieces' benchmark
-  const auto generated = figures(section, true);
-  for (const auto& [n, line] : prose_lines(readme))
-    for (const auto& f : figures(line, false))
-      EXPECT_TRUE(generated.count(f)) << "quick/README.md line " << n << ": " << f
-                                      << " is not in the generated section: " << line;
 }
 
 // The text between a README's table markers.
@@ -171,11 +166,7 @@ void expect_table_readme(const fs::path& table, const fs::path& readme_path) {
       << "the README's generated tables are not what the records give: run headcount table "
       << fs::relative(table, src).string() << " --readme "
       << fs::relative(readme_path, src).string();
-  const auto generated = figures(tables + section, true);
-  for (const auto& [n, line] : prose_lines(readme))
-    for (const auto& f : figures(line, false))
-      EXPECT_TRUE(generated.count(f)) << readme_path.filename().string() << " line " << n << ": "
-                                      << f << " is not in the generated tables: " << line;
+  expect_prose_cites_only(readme, tables + section, readme_path.filename().string());
 }
 
 // The study of issue 42.

@@ -99,6 +99,11 @@ TEST(Reproduce, PiecesSectionSumsEachKindAndSpansTheWallClock) {
   EXPECT_NE(md.find("Wall clock: 2026-01-01 00:00:00 to 2026-01-01 00:03:00 UTC, 3.0 minutes."),
             std::string::npos)
       << md;
+  // The markers' clock is UTC both ways; other text is not a time.
+  EXPECT_EQ(sweep::utc_clock(0), "1970-01-01 00:00:00");
+  EXPECT_EQ(sweep::parse_utc_clock("1970-01-02 00:00:01"), std::optional<std::time_t>(86401));
+  EXPECT_FALSE(sweep::parse_utc_clock("1970-01-02 00:00:01 CET").has_value());
+  EXPECT_FALSE(sweep::parse_utc_clock("yesterday").has_value());
 }
 
 TEST(Reproduce, ExperimentFileNamesRunsControlsSeedsAndPlan) {

@@ -335,28 +335,49 @@ std::string seed_report_text(const ExperimentSpec& e, const fs::path& out,
 
 }  // namespace
 
-// The pieces as `reproduce` timed them (OUT/steps/*.json): per kind the count and wall minutes,
-// the whole one piece at a time, and the wall clock from the first piece's start to the last's
-// end; empty where OUT has no markers (records laid out by hand).
+std::vector<json> step_markers(const fs::path& out) {
+  std::vector<json> markers;
+  std::error_code ec;
+  if (!fs::is_directory(out / "steps", ec)) return markers;
+  for (const auto& f : fs::directory_iterator(out / "steps", ec)) {
+    if (f.path().extension() != ".json") continue;
+    try {
+      markers.push_back(json::parse(io::read_file(f.path())));
+    } catch (const std::exception&) {
+      // not a marker (markers are written whole, renamed into place): left out
+    }
+  }
+  return markers;
+}
+
+std::string utc_clock(std::time_t t) {
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%d %H:%M:%S", &tm);
+  return text;
+}
+
+std::optional<std::time_t> parse_utc_clock(const std::string& text) {
+  std::tm tm{};
+  const char* end = strptime(text.c_str(), "%Y-%m-%d %H:%M:%S", &tm);
+  if (end == nullptr || *end != '\0') return std::nullopt;
+  return timegm(&tm);
+}
+
 std::string pieces_section(const fs::path& out) {
   std::map<std::string, std::pair<int, double>> by_kind;  // kind -> (pieces, seconds)
   std::optional<std::time_t> start, end;
-  std::error_code ec;
-  if (!fs::is_directory(out / "steps", ec)) return "";
-  for (const auto& f : fs::directory_iterator(out / "steps", ec)) {
-    if (f.path().extension() != ".json") continue;
-    const json j = json::parse(io::read_file(f.path()));
+  for (const json& j : step_markers(out)) {
     const double sec = j.value("seconds", 0.0);
     auto& k = by_kind[j.value("kind", std::string("?"))];
     ++k.first;
     k.second += sec;
-    std::tm tm{};
-    const std::string at = j.value("finished_at", std::string());
-    if (strptime(at.c_str(), "%Y-%m-%d %H:%M:%S", &tm) == nullptr) continue;
-    const std::time_t done = timegm(&tm);
-    const auto begun = done - static_cast<std::time_t>(std::llround(sec));
+    const auto done = parse_utc_clock(j.value("finished_at", std::string()));
+    if (!done) continue;
+    const auto begun = *done - static_cast<std::time_t>(std::llround(sec));
     if (!start || begun < *start) start = begun;
-    if (!end || done > *end) end = done;
+    if (!end || *done > *end) end = *done;
   }
   if (by_kind.empty()) return "";
   std::string md =
@@ -371,17 +392,9 @@ std::string pieces_section(const fs::path& out) {
     total += k.second;
   }
   md += fmt::format("| all | {} | {:.1f} |\n", pieces, total / 60);
-  if (start && end) {
-    const auto clock = [](std::time_t t) {
-      char text[32];
-      std::tm tm{};
-      gmtime_r(&t, &tm);
-      std::strftime(text, sizeof text, "%Y-%m-%d %H:%M:%S", &tm);
-      return std::string(text);
-    };
-    md += fmt::format("\nWall clock: {} to {} UTC, {:.1f} minutes.\n", clock(*start), clock(*end),
-                      static_cast<double>(*end - *start) / 60);
-  }
+  if (start && end)
+    md += fmt::format("\nWall clock: {} to {} UTC, {:.1f} minutes.\n", utc_clock(*start),
+                      utc_clock(*end), static_cast<double>(*end - *start) / 60);
   return md;
 }
 

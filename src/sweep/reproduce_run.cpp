@@ -204,10 +204,7 @@ Plan make_plan(const ExperimentSpec& e, const fs::path& out, int threads_blas) {
 namespace {
 
 std::string timestamp() {
-  const auto now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
-  char when[64];
-  std::strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", std::localtime(&now));
-  return when;
+  return utc_clock(std::chrono::system_clock::to_time_t(std::chrono::system_clock::now()));
 }
 
 fs::path marker(const fs::path& out, const std::string& id) {
@@ -232,21 +229,14 @@ double median(std::vector<double> v) {
 // `fallback` where there are none.
 Rates measured_rates(const fs::path& out, const Rates& fallback) {
   std::map<std::string, std::vector<double>> per;
-  std::error_code ec;
-  if (fs::is_directory(out / "steps", ec))
-    for (const auto& f : fs::directory_iterator(out / "steps", ec)) {
-      try {
-        const json j = json::parse(io::read_file(f.path()));
-        const std::string kind = j.value("kind", "");
-        const double sec = j.value("seconds", 0.0);
-        const auto steps = j.value("train_steps", int64_t{0});
-        const auto splits = j.value("splits", int64_t{0});
-        if ((kind == "prune" || kind == "train") && steps > 0) per[kind].push_back(sec / steps);
-        if (kind == "eval" && splits > 0) per[kind].push_back(sec / static_cast<double>(splits));
-      } catch (const std::exception&) {
-        // a marker being written: ignored for the estimate
-      }
-    }
+  for (const json& j : step_markers(out)) {
+    const std::string kind = j.value("kind", "");
+    const double sec = j.value("seconds", 0.0);
+    const auto steps = j.value("train_steps", int64_t{0});
+    const auto splits = j.value("splits", int64_t{0});
+    if ((kind == "prune" || kind == "train") && steps > 0) per[kind].push_back(sec / steps);
+    if (kind == "eval" && splits > 0) per[kind].push_back(sec / static_cast<double>(splits));
+  }
   Rates r = fallback;
   if (!per["prune"].empty()) r.prune_step_s = median(per["prune"]);
   if (!per["train"].empty())
@@ -472,7 +462,7 @@ void start_step(Runner& r, size_t i) {
   }
   fs::create_directories(s.log.parent_path());
   io::append_line(s.log,
-                  fmt::format("=== headcount reproduce: {} started {} ===", s.id, timestamp()));
+                  fmt::format("=== headcount reproduce: {} started {} UTC ===", s.id, timestamp()));
   process::ChildOptions c;
   c.argv = {r.o.executable.string()};
   c.argv.insert(c.argv.end(), s.args.begin(), s.args.end());

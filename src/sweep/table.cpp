@@ -194,9 +194,8 @@ std::string verbose_cell(const eval::EvalRecord& r) {
   const std::string& v = s->bleu_verbose;
   const size_t open = v.find(" ("), bp = v.find("BP = ");
   if (open == std::string::npos || bp == std::string::npos) return "-";
-  const size_t end = v.find(' ', bp + 5);
-  return v.substr(0, open) + ", BP " +
-         v.substr(bp + 5, end == std::string::npos ? end : end - bp - 5);
+  const size_t end = v.find(' ', bp + 5);  // npos: to the end (substr clamps the count)
+  return v.substr(0, open) + ", BP " + v.substr(bp + 5, end - (bp + 5));
 }
 
 // The further scores' columns of a table: (score, split) where a row's evaluation has it.
@@ -316,7 +315,7 @@ std::vector<TableSpec::Figure> read_figures(const YAML::Node& node, const fs::pa
     fig.label = scalar(f["label"], file, key + ": label");
     const std::string what = key + ": " + fig.label;
     fig.key = scalar(f["key"], file, what + ": key");
-    bool pointer = fig.key.front() == '/';
+    bool pointer = true;  // nlohmann refuses text without a leading '/' or with a bad escape
     try {
       (void)nlohmann::json::json_pointer(fig.key);
     } catch (const nlohmann::json::exception&) {

@@ -31,6 +31,7 @@
 // any interruption skips what is done and resumes the rest from its checkpoints.
 #pragma once
 
+#include <ctime>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -168,6 +169,14 @@ std::string goals_section(const ExperimentSpec& e, const nlohmann::json& numbers
 // OUT/results.md and OUT/results.json from the seeds' folders (after each seed's `report`).
 // Returns the path of results.md.
 std::string write_seed_report(const ExperimentSpec& e, const fs::path& out);
+
+// The markers of finished pieces (OUT/steps/*.json: id, kind, seconds, train_steps, splits,
+// finished_at, provenance), those that parse; none without OUT/steps.
+std::vector<nlohmann::json> step_markers(const fs::path& out);
+
+// A marker's clock: "YYYY-MM-DD HH:MM:SS" in UTC, and back (nullopt for other text).
+std::string utc_clock(std::time_t t);
+std::optional<std::time_t> parse_utc_clock(const std::string& text);
 
 // The pieces as `reproduce` timed them (OUT/steps/*.json), the report's benchmark of the
 // experiment's time: per kind the count and wall minutes, the whole one piece at a time, and the
