@@ -183,8 +183,19 @@ TEST(RunFolder, JsonlSkipsCutLinesAndTrimKeepsTheOthersByteForByte) {
                         "{\"event\":\"train\", \"step\":10}\n"
                         "{\"event\":\"eval\",\"step\":20,\"dev_bleu\":2.0}\n"
                         "{\"event\":\"tra");
+  ::testing::internal::CaptureStderr();
   EXPECT_EQ(run::read_jsonl(file).size(), 3u);
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");  // the cut last line: silently
   EXPECT_EQ(run::read_jsonl(dir / "missing.jsonl").size(), 0u);
+  // A broken line that is not the last is skipped with a warning that names it.
+  const fs::path mid = dir / "mid.jsonl";
+  io::write_file_atomic(mid, "{\"step\":1}\n{\"ste\n\n{\"step\":3}\n\n");
+  ::testing::internal::CaptureStderr();
+  const auto read = run::read_jsonl(mid);
+  const std::string warned = ::testing::internal::GetCapturedStderr();
+  ASSERT_EQ(read.size(), 2u);
+  EXPECT_EQ(read[1]["step"].get<int>(), 3);
+  EXPECT_NE(warned.find("mid.jsonl line 2 is not JSON"), std::string::npos) << warned;
   const auto eval = run::eval_record(file, 20);
   ASSERT_TRUE(eval.has_value());
   EXPECT_DOUBLE_EQ((*eval)["dev_bleu"].get<double>(), 2.0);

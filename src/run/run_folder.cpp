@@ -7,6 +7,7 @@
 
 #include "headcount/common/check.h"
 #include "headcount/common/io.h"
+#include "headcount/common/log.h"
 #include "headcount/common/provenance.h"
 #include "headcount/common/run_guard.h"
 #include "headcount/common/text.h"
@@ -38,12 +39,17 @@ std::vector<nlohmann::json> read_jsonl(const fs::path& file) {
   std::vector<nlohmann::json> out;
   std::error_code ec;
   if (!fs::exists(file, ec)) return out;
-  for (const auto& line : io::read_lines(file, {.allow_empty_file = true})) {
-    if (line.empty()) continue;
+  const auto lines = io::read_lines(file, {.allow_empty_file = true});
+  size_t last = lines.size();  // the last non-empty line: the one an interruption can cut short
+  while (last > 0 && lines[last - 1].empty()) --last;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    if (lines[i].empty()) continue;
     try {
-      out.push_back(nlohmann::json::parse(line));
-    } catch (const nlohmann::json::exception&) {
-      // a line cut short by an interruption
+      out.push_back(nlohmann::json::parse(lines[i]));
+    } catch (const nlohmann::json::exception& e) {
+      if (i + 1 != last)
+        log::warn("{} line {} is not JSON ({}): skipped; the lines after it are read",
+                  file.string(), i + 1, e.what());
     }
   }
   return out;

@@ -59,8 +59,9 @@ struct RunFolder {
   static bool is_early_run_file(const std::string& name);
 };
 
-// JSONL: one JSON value per line. Reading skips empty lines and a line cut short by an
-// interruption; a missing file reads as empty.
+// JSONL: one JSON value per line. Reading skips empty lines and a last line cut short by an
+// interruption; another line that is not JSON is skipped with a warning naming file and line (a
+// run resumed after a cut appends after it); a missing file reads as empty.
 std::vector<nlohmann::json> read_jsonl(const fs::path& file);
 void append_jsonl(const fs::path& file, const nlohmann::json& record);
 // Rewrites `file` (atomically) with the lines whose record `keep` accepts, byte for byte; lines
