@@ -4,7 +4,9 @@
 # beam 4, all dev and test verses, translations kept, and copies the evaluations into the run's
 # records as eval-SPLIT-lpALPHA.json (+ .hyp.txt, .log). Skips what exists; resumable.
 #   bash experiments/l0-recovery/length_penalty.sh BINARY OUT "1.0 1.4" NAME...
-# OUT/NAME: the run folder (a prune run's pruned/, else a train run's checkpoints/last);
+# OUT/NAME: the run folder (a prune run's pruned/, else a train run's checkpoints/last), or a
+# checkpoint folder itself (e.g. a link to experiments/voita-table-cpu/baseline: its evaluations
+# then go to OUT/NAME-lp, outside the checkpoint);
 # records: experiments/l0-recovery/records/NAME. The table reads them as runs with
 # `eval: 'eval-{split}-lpALPHA'`.
 set -euo pipefail
@@ -17,16 +19,19 @@ records=experiments/l0-recovery/records
 for name in "$@"; do
   ckpt="$R/$name/pruned"
   [ -d "$ckpt" ] || ckpt="$R/$name/checkpoints/last"
-  [ -d "$ckpt" ] || { echo "$name: no $R/$name/pruned or checkpoints/last" >&2; exit 1; }
+  [ -d "$ckpt" ] || ckpt="$R/$name"
+  [ -f "$ckpt/model.pt" ] || { echo "$name: no checkpoint in $R/$name (pruned, checkpoints/last or the folder itself)" >&2; exit 1; }
+  out="$R/$name"
+  [ "$ckpt" = "$R/$name" ] && out="$R/$name-lp" && mkdir -p "$out"
   [ -d "$records/$name" ] || { echo "$name: no $records/$name (save its records first)" >&2; exit 1; }
   for a in $alphas; do
     for s in dev test; do
       stem="eval-$s-lp$a"
       [ -f "$records/$name/$stem.json" ] && continue
       echo "$(date -u +%FT%TZ) $name $s length penalty $a"
-      "$B" eval --checkpoint "$ckpt" --split "$s" --length-penalty "$a" --out "$R/$name/$stem.json" \
-        --hyp-out "$R/$name/$stem.hyp.txt" > "$R/$name/$stem.log" 2>&1
-      cp "$R/$name/$stem.json" "$R/$name/$stem.hyp.txt" "$R/$name/$stem.log" "$records/$name/"
+      "$B" eval --checkpoint "$ckpt" --split "$s" --length-penalty "$a" --out "$out/$stem.json" \
+        --hyp-out "$out/$stem.hyp.txt" > "$out/$stem.log" 2>&1
+      cp "$out/$stem.json" "$out/$stem.hyp.txt" "$out/$stem.log" "$records/$name/"
     done
   done
 done

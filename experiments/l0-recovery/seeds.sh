@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Further seeds of the two runs every L0 variant is measured against, at the 1x budget (1,200
+# fine-tuning steps), resumable like queue.sh (run it again after any interruption):
+#   nohup bash experiments/l0-recovery/seeds.sh BINARY OUT SEED NAME... > OUT/seeds.log 2>&1 &
+# NAME:
+#   control   the zero-pruning control (prune.lambda 0, 1,200 steps from the baseline), as the
+#             reference table's all-l0 (seed 1) -> control-1x-sSEED
+#   michel-N  Michel et al.'s importance pruning to recovery-N-1x's per-type counts (importance on
+#             all dev verses, from the committed records of recovery-N-1x), fine-tuned with that
+#             run's config and budget as `analyze compare --finetune` does, with seed SEED
+#             -> michel-N-1x-sSEED
+# The seed sets batch order and dropout (and the control's gate noise). Evaluations: beam 4, all dev
+# and test verses, translations kept; records to experiments/l0-recovery/records/NAME-sSEED.
+set -euo pipefail
+B=$(realpath "$1")
+R=$2 seed=$3
+shift 3
+mkdir -p "$R"
+R=$(realpath "$R")
+cd "$(dirname "$0")/../.."
+base=experiments/voita-table-cpu/baseline
+records=experiments/l0-recovery/records
+
+evaluate() {  # CHECKPOINT RUN
+  for s in dev test; do
+    [ -f "$2/eval-$s.json" ] || "$B" eval --checkpoint "$1" --split "$s" --out "$2/eval-$s.json" \
+      --hyp-out "$2/eval-$s.hyp.txt" > "$2/eval-$s.log" 2>&1
+  done
+}
+
+control() {
+  local name=control-1x-s$seed
+  if [ ! -f "$R/$name/summary.json" ]; then
+    echo "$(date -u +%FT%TZ) $name start"
+    "$B" prune configs/bible-base.yaml configs/bible-prune.yaml --set prune.init_from=$base \
+      --set train.max_steps=1200 --set train.eval_every=200 --set prune.lambda=0 \
+      --set seed="$seed" --out "$R/$name" >> "$R/$name.log" 2>&1
+  fi
+  evaluate "$R/$name/pruned" "$R/$name"
+  bash scripts/save_records.sh "$R/$name" "$records/$name" "$R/$name.log" > /dev/null
+  echo "$(date -u +%FT%TZ) $name done"
+}
+
+michel() {  # N
+  local name=michel-$1-1x-s$seed run=$records/recovery-$1-1x
+  local c=$R/$name-compare
+  if [ ! -f "$c/compare.json" ]; then
+    echo "$(date -u +%FT%TZ) $name: Michel's heads"
+    "$B" analyze compare --checkpoint $base --run "$run" --split dev --sentences 0 --beam 4 \
+      --export-michel --out "$c" >> "$R/$name.log" 2>&1
+  fi
+  if [ ! -f "$R/$name/summary.json" ]; then
+    echo "$(date -u +%FT%TZ) $name start"
+    "$B" train "$run/config.yaml" --init-from "$c/michel-pruned" --out "$R/$name" \
+      --set seed="$seed" >> "$R/$name.log" 2>&1
+  fi
+  evaluate "$R/$name/checkpoints/last" "$R/$name"
+  bash scripts/save_records.sh "$R/$name" "$records/$name" "$R/$name.log" > /dev/null
+  cp "$c/compare.json" "$records/$name/"
+  echo "$(date -u +%FT%TZ) $name done"
+}
+
+for what in "$@"; do
+  case $what in
+    control) control ;;
+    michel-72 | michel-36) michel "${what#michel-}" ;;
+    *) echo "$0: unknown run '$what' (control, michel-72, michel-36)" >&2; exit 2 ;;
+  esac
+done
