@@ -326,6 +326,52 @@ TEST(Table, ReadmeSectionIsReplacedBetweenItsMarkers) {
   EXPECT_NE(e.find(sweep::kTableBegin), std::string::npos) << e;
 }
 
+TEST(Table, BestOfRunsTakeEveryScoreFromTheMemberBestOnTheChosenSplit) {
+  Fixture f;
+  // "same" is best on dev (50.00 against 40.50 and 12.00) but not on test (12.25): a best-of run
+  // on dev takes its test score too; on test it takes "best"'s.
+  const fs::path dev = f.dir / "records" / "same" / "eval-dev.json";
+  auto r = *eval::read_eval_record(dev);
+  for (auto& s : r.scores) s.bleu = s.name == "ref1" ? 50.0 : *s.bleu;
+  eval::write_eval_record(dev, r);
+  const auto spec = sweep::load_table_spec(
+      f.spec("runs:\n  best: records/best\n  worse: records/worse\n  same: records/same\n"
+             "  tuned: {best_of: [worse, best, same], label: tuned on dev}\n"
+             "  by-test: {best_of: [worse, best, same], on: test}\n"
+             "tables:\n  - {title: t, against: [worse], rows: [tuned, by-test]}\n"
+             "  - {title: p, pairs: [[tuned, by-test]]}\n"));
+  const std::string md = sweep::render_tables(spec);
+  EXPECT_NE(md.find("| tuned on dev (tuned: same) | 1/2/3 | 50.00 | 12.25 | 30.50 | 30.50 | "
+                    "+38.00 (p 1.000) | +0.25 (p 1.000) |"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(md.find("| by-test: best | 1/2/3 | 40.50 | 40.50 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| tuned: same | by-test: best | +9.50 (p 0.001) | -28.25 (p 0.001) |"),
+            std::string::npos)
+      << md;
+  // The members' records are where the runs ran; a best-of run has no row there.
+  EXPECT_NE(md.find("| same | - | - | - |"), std::string::npos) << md;
+  EXPECT_EQ(md.find("| tuned | - |"), std::string::npos) << md;
+  auto err = [&](const std::string& runs) {
+    return error_of([&] {
+      sweep::load_table_spec(f.spec("runs:\n  best: records/best\n" + runs +
+                                    "tables:\n  - {title: t, rows: [best]}\n"));
+    });
+  };
+  std::string e = err("  b: {best_of: [best, nope]}\n");
+  EXPECT_NE(e.find("runs: b: best_of: 'nope' is not one of the file's runs"), std::string::npos)
+      << e;
+  e = err("  b: {best_of: [best]}\n  c: {best_of: [b]}\n");
+  EXPECT_NE(e.find("runs: c: best_of: 'b' is not one of the file's runs with records"),
+            std::string::npos)
+      << e;
+  e = err("  b: {best_of: [best], on: train}\n");
+  EXPECT_NE(e.find("runs: b: on: 'train' is not one of the splits (dev, test)"), std::string::npos)
+      << e;
+  e = err("  b: {best_of: [best], path: records/best}\n");
+  EXPECT_NE(e.find("runs: b: unknown key 'path'"), std::string::npos) << e;
+}
+
 TEST(Table, MalformedFilesAreClearErrors) {
   Fixture f;
   auto err = [&](const std::string& text) {

@@ -38,6 +38,14 @@ TableSpec::Run read_run(const std::string& name, const YAML::Node& node, const f
   std::string path;
   if (node.IsScalar()) {
     path = scalar(node, file, "runs: " + name);
+  } else if (node["best_of"]) {
+    check_keys(node, file, "runs: " + name, {"best_of", "on", "label"});
+    r.best_of = string_list(node["best_of"], file, "runs: " + name + ": best_of");
+    HC_CHECK(!r.best_of.empty(), "{}: runs: {}: best_of: expected a list of the file's runs",
+             where(file, node["best_of"]), name);
+    if (node["on"]) r.on = scalar(node["on"], file, "runs: " + name + ": on");
+    if (node["label"]) r.label = scalar(node["label"], file, "runs: " + name + ": label");
+    return r;
   } else {
     check_keys(node, file, "runs: " + name, {"path", "label", "eval", "summary"});
     path = scalar(node["path"], file, "runs: " + name + ": path");
@@ -90,24 +98,46 @@ Evaluation evaluation(const TableSpec::Run& run, const std::string& split) {
   return e;
 }
 
-// The evaluations read so far, per run and split (each file read once).
-struct Evaluations {
-  std::map<std::string, const TableSpec::Run*> runs;
-  std::map<std::string, std::map<std::string, Evaluation>> read;
-  const Evaluation& of(const std::string& name, const std::string& split) {
-    auto& per = read[name];
-    auto it = per.find(split);
-    if (it == per.end()) it = per.emplace(split, evaluation(*runs.at(name), split)).first;
-    return it->second;
-  }
-};
-
 // The scores against the first reference ("ref1"; a record may also hold ref2..., all_refs).
 std::optional<double> first_score(const eval::EvalRecord& r, bool chrf, const char* name = "ref1") {
   const auto* s = r.score(name);
   if (!s) return std::nullopt;
   return chrf ? s->chrf : s->bleu;
 }
+
+// The evaluations read so far, per run and split (each file read once); a best-of run's are its
+// chosen member's.
+struct Evaluations {
+  std::map<std::string, const TableSpec::Run*> runs;
+  std::map<std::string, std::map<std::string, Evaluation>> read;
+  std::map<std::string, std::string> chosen;  // best-of run -> its member
+  // The run whose records stand for `name`: itself, or a best-of run's chosen member.
+  const std::string& member(const std::string& name) {
+    const auto* run = runs.at(name);
+    if (run->best_of.empty()) return name;
+    auto it = chosen.find(name);
+    if (it != chosen.end()) return it->second;
+    const std::string* best = &run->best_of.front();
+    std::optional<double> top;
+    for (const auto& m : run->best_of) {
+      const auto v = first_score(of(m, run->on).record, false);
+      if (v && (!top || *v > *top)) top = v, best = &m;
+    }
+    return chosen.emplace(name, *best).first->second;
+  }
+  const Evaluation& of(const std::string& name, const std::string& split) {
+    const std::string& m = member(name);
+    auto& per = read[m];
+    auto it = per.find(split);
+    if (it == per.end()) it = per.emplace(split, evaluation(*runs.at(m), split)).first;
+    return it->second;
+  }
+  // How a table names a run: a best-of run with the member chosen.
+  std::string shown(const std::string& name) {
+    const std::string& m = member(name);
+    return m == name ? name : fmt::format("{}: {}", name, m);
+  }
+};
 
 std::string number(std::optional<double> v) {
   return v ? fmt::format("{:.2f}", *v) : "-";
@@ -228,10 +258,12 @@ std::string result_table(const TableSpec& spec, const TableSpec::Table& t, Evalu
   std::string out = table_head(t.title, head);
   for (const auto& name : t.rows) {
     const auto* run = evals.runs.at(name);
+    const std::string shown = evals.shown(name);
     std::vector<std::string> cells = {
-        run->label == name ? name : fmt::format("{} ({})", run->label, name),
+        run->label == name ? shown : fmt::format("{} ({})", run->label, shown),
         evals.of(name, spec.splits.front()).record.heads_e_d_de};
-    for (const auto& c : spec.columns) cells.push_back(column_value(c, *run));
+    for (const auto& c : spec.columns)
+      cells.push_back(column_value(c, *evals.runs.at(evals.member(name))));
     for (const auto& s : spec.splits)
       cells.push_back(number(first_score(evals.of(name, s).record, false)));
     for (const auto& [score, s] : extra)
@@ -252,7 +284,7 @@ std::string pair_table(const TableSpec& spec, const TableSpec::Table& t, Evaluat
   for (const auto& s : spec.splits) head.push_back(s + " BLEU difference");
   std::string out = table_head(t.title, head);
   for (const auto& [run, other] : t.pairs) {
-    std::vector<std::string> cells = {run, other};
+    std::vector<std::string> cells = {evals.shown(run), evals.shown(other)};
     for (const auto& s : spec.splits)
       cells.push_back(difference(evals.of(run, s), evals.of(other, s)));
     out += fmt::format("| {} |\n", fmt::join(cells, " | "));
@@ -425,8 +457,23 @@ TableSpec load_table_spec(const fs::path& path) {
     }
     spec.tables.push_back(table);
   }
+  for (auto& run : spec.runs) {
+    if (run.best_of.empty()) continue;
+    if (run.on.empty()) run.on = spec.splits.front();
+    HC_CHECK(std::find(spec.splits.begin(), spec.splits.end(), run.on) != spec.splits.end(),
+             "{}: runs: {}: on: '{}' is not one of the splits ({})", file.string(), run.name,
+             run.on, fmt::join(spec.splits, ", "));
+    for (const auto& m : run.best_of) {
+      const auto it = std::find_if(spec.runs.begin(), spec.runs.end(),
+                                   [&](const TableSpec::Run& r) { return r.name == m; });
+      HC_CHECK(it != spec.runs.end() && it->best_of.empty(),
+               "{}: runs: {}: best_of: '{}' is not one of the file's runs with records",
+               file.string(), run.name, m);
+    }
+  }
   for (const auto& run : spec.runs)
     for (const auto& split : spec.splits) {
+      if (!run.best_of.empty()) continue;
       std::error_code ec;
       const fs::path e = eval_stem(run, split).string() + ".json";
       HC_CHECK(fs::is_regular_file(e, ec), "{}: runs: {}: no {} (an evaluated run folder)",

@@ -26,6 +26,12 @@
 // parameters, file: pruning.json, key: /parameters_after}]` a column of values from each run's own
 // records (after the heads; "-" where a run has none); `verbose: [dev]` a column of each row's
 // n-gram precisions and brevity penalty on those splits.
+//
+// A run may instead be the best of others, chosen on one split: {best_of: [lp0.6, lp1.0, lp1.4],
+// on: dev, label: TEXT} takes, for every split, the evaluations of the member with the highest
+// BLEU on `on` (default: the first split; the first member where two tie), so that models are
+// compared each at a setting tuned on dev (a decoder's length penalty) and scored on test with it.
+// Its cells name the member chosen; the members are runs of the file, not best-of runs themselves.
 #pragma once
 
 #include <filesystem>
@@ -43,6 +49,8 @@ struct TableSpec {
     fs::path path;                      // absolute
     std::string eval = "eval-{split}";  // the evaluations' files, relative to path, without .json
     std::string summary = "summary.json";
+    std::vector<std::string> best_of;  // a best-of run: its members (path then unused)
+    std::string on;                    // the split that chooses among them
   };
   // A value read from a record: `key` is a JSON pointer into `file` (JSON, or JSON lines: the last
   // line whose fields equal `where`'s), printed with `digits` decimals where it is a real number.
