@@ -14,15 +14,13 @@ shift 4
 mkdir -p "$R"
 R=$(realpath "$R")
 cd "$(dirname "$0")/../.."
+source experiments/l0-recovery/evaluate.sh
 base=experiments/voita-table-cpu/baseline
 [ -d "$R/$name-init" ] || "$B" export-pruned --checkpoint $base --heads-of "$run" --out "$R/$name-init"
 if [ ! -f "$R/$name/summary.json" ]; then
   echo "$(date -u +%FT%TZ) $name start"
   "$B" train "$run/config.yaml" --init-from "$R/$name-init" --out "$R/$name" "$@" >> "$R/$name.log" 2>&1
 fi
-for s in dev test; do
-  [ -f "$R/$name/eval-$s.json" ] || "$B" eval --checkpoint "$R/$name/checkpoints/last" --split "$s" \
-    --out "$R/$name/eval-$s.json" --hyp-out "$R/$name/eval-$s.hyp.txt" > "$R/$name/eval-$s.log" 2>&1
-done
+evaluate "$R/$name/checkpoints/last" "$R/$name"
 bash scripts/save_records.sh "$R/$name" experiments/l0-recovery/records/$name "$R/$name.log" > /dev/null
 echo "$(date -u +%FT%TZ) $name done"

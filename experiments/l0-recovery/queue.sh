@@ -22,12 +22,7 @@ base=experiments/voita-table-cpu/baseline
 records=experiments/l0-recovery/records
 common=(configs/bible-base.yaml configs/bible-prune.yaml --set prune.init_from=$base)
 
-evaluate() {  # CHECKPOINT RUN
-  for s in dev test; do
-    [ -f "$2/eval-$s.json" ] || "$B" eval --checkpoint "$1" --split "$s" --out "$2/eval-$s.json" \
-      --hyp-out "$2/eval-$s.hyp.txt" > "$2/eval-$s.log" 2>&1
-  done
-}
+source experiments/l0-recovery/evaluate.sh
 
 run_prune() {  # NAME ARGS...
   local name=$1

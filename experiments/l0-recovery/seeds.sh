@@ -21,12 +21,7 @@ cd "$(dirname "$0")/../.."
 base=experiments/voita-table-cpu/baseline
 records=experiments/l0-recovery/records
 
-evaluate() {  # CHECKPOINT RUN
-  for s in dev test; do
-    [ -f "$2/eval-$s.json" ] || "$B" eval --checkpoint "$1" --split "$s" --out "$2/eval-$s.json" \
-      --hyp-out "$2/eval-$s.hyp.txt" > "$2/eval-$s.log" 2>&1
-  done
-}
+source experiments/l0-recovery/evaluate.sh
 
 control() {
   local name=control-1x-s$seed

@@ -29,6 +29,7 @@ R=$2
 shift 2
 mkdir -p "$R"
 cd "$(dirname "$0")/../.."
+source experiments/l0-recovery/evaluate.sh
 base=experiments/voita-table-cpu/baseline
 records=experiments/l0-recovery/records
 for name in "$@"; do
@@ -57,10 +58,7 @@ for name in "$@"; do
     "$B" prune configs/bible-base.yaml configs/bible-prune.yaml --set prune.init_from=$base \
       "${args[@]}" --out "$R/$name" >> "$R/$name.log" 2>&1
   fi
-  for s in dev test; do
-    [ -f "$R/$name/eval-$s.json" ] || "$B" eval --checkpoint "$R/$name/pruned" --split "$s" \
-      --out "$R/$name/eval-$s.json" --hyp-out "$R/$name/eval-$s.hyp.txt" > "$R/$name/eval-$s.log" 2>&1
-  done
+  evaluate "$R/$name/pruned" "$R/$name"
   bash scripts/save_records.sh "$R/$name" "$records/$name" "$R/$name.log" > /dev/null
   echo "$(date -u +%FT%TZ) $name done"
 done
