@@ -34,7 +34,8 @@ std::string scalar(const YAML::Node& node, const fs::path& file, const std::stri
 }
 
 TableSpec::Run read_run(const std::string& name, const YAML::Node& node, const fs::path& file) {
-  TableSpec::Run r{name, name, {}};
+  TableSpec::Run r;
+  r.name = r.label = name;
   std::string path;
   if (node.IsScalar()) {
     path = scalar(node, file, "runs: " + name);
