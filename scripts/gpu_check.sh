@@ -11,7 +11,7 @@
 #   run: HEADCOUNT_GPU_PHASES="bench decode" HEADCOUNT_GPU_BUDGET=225 HEADCOUNT_GPU_FP32_ROUNDS=1
 #        bash scripts/gpu_check.sh        carry: [build-gpu-deps.tar.xz]   timeout_s: 240
 #
-# (about 40 s to start + 540 + 240 + 30 s warm: within the 15 device-minutes a session has.)
+# (about 40 s to start + 540 + 240 + 30 s warm: within the 15 device-minutes a lent machine gives.)
 #
 # Every phase prints, and writes under $OUT (the
 # device tool's result folder, which takes back 8 files; a temporary folder without it):
