@@ -372,6 +372,57 @@ TEST(Table, BestOfRunsTakeEveryScoreFromTheMemberBestOnTheChosenSplit) {
   EXPECT_NE(e.find("runs: b: unknown key 'path'"), std::string::npos) << e;
 }
 
+TEST(Table, SeedTablesGiveTheMeanAndSpreadAndPairTheSeedsInOrder) {
+  Fixture f;
+  // Each fixture run scores the same on dev and test: best 40.5, worse 12.0, same 12.25, nohyp
+  // 11.0. a = [best, worse]: mean 26.25, sd 28.5 / sqrt(2) = 20.15; b = [worse, nohyp]: 11.50 ±
+  // 0.71. Against c = [same] (one run, paired with every seed): a's differences 28.25 and -0.25,
+  // mean 14.00, sd 20.15, t = 14 / (20.15 / sqrt(2)) = 0.982 with 1 degree of freedom (Cauchy:
+  // p = 1 - 2 atan(t) / pi = 0.506); b's -0.25 and -1.25: -0.75 ± 0.71, t = -1.5, p 0.374.
+  const auto spec = sweep::load_table_spec(
+      f.spec("runs:\n  best: records/best\n  worse: records/worse\n  same: records/same\n"
+             "  nohyp: records/nohyp\n"
+             "tables:\n  - title: seeds\n    against: [c]\n"
+             "    seeds: {a: [best, worse], b: [worse, nohyp], c: [same]}\n"));
+  const std::string md = sweep::render_tables(spec);
+  EXPECT_NE(md.find("| setting | runs (one per seed) | heads e/d/de | dev BLEU | test BLEU | vs c, "
+                    "dev | vs c, test |"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(md.find("| a | best, worse | 1/2/3 | 26.25 ± 20.15 | 26.25 ± 20.15 | +14.00 ± 20.15 "
+                    "(p 0.506) | +14.00 ± 20.15 (p 0.506) |"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(md.find("| b | worse, nohyp | 1/2/3 | 11.50 ± 0.71 | 11.50 ± 0.71 | -0.75 ± 0.71 "
+                    "(p 0.374) |"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(md.find("| c | same | 1/2/3 | 12.25 | 12.25 |  |  |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| nohyp | - | - | - |"), std::string::npos) << md;  // where it ran
+  auto err = [&](const std::string& table) {
+    return error_of([&] {
+      sweep::load_table_spec(
+          f.spec("runs:\n  best: records/best\n  worse: records/worse\n"
+                 "tables:\n  - title: s\n" +
+                 table));
+    });
+  };
+  std::string e = err("    against: [a]\n    seeds: {a: [best, worse], b: [best]}\n");
+  EXPECT_NE(e.find("tables: s: against: row b has 1 runs and a has 2"), std::string::npos) << e;
+  e = err("    against: [best]\n    seeds: {a: [best, worse]}\n");
+  EXPECT_NE(e.find("tables: s: against: 'best' is not one of the table's rows"), std::string::npos)
+      << e;
+  e = err("    seeds: {a: [best, nope]}\n");
+  EXPECT_NE(e.find("tables: s: seeds: a: 'nope' is not one of the file's runs"), std::string::npos)
+      << e;
+  e = err("    seeds: [best, worse]\n");
+  EXPECT_NE(e.find("tables: s: seeds: expected a map of rows"), std::string::npos) << e;
+  e = err("    seeds: {a: [best]}\n    rows: [best]\n");
+  EXPECT_NE(e.find("or seeds (a map of rows to their runs, one per seed), one of them"),
+            std::string::npos)
+      << e;
+}
+
 TEST(Table, MalformedFilesAreClearErrors) {
   Fixture f;
   auto err = [&](const std::string& text) {

@@ -87,6 +87,20 @@ SeedStats seed_stats(const std::vector<double>& v) {
   return s;
 }
 
+std::string seed_mean_sd(const SeedStats& s) {
+  if (s.n == 0) return "missing";
+  if (!s.sd) return fmt::format("{:.2f}", s.mean);
+  return fmt::format("{:.2f} ± {:.2f}", s.mean, *s.sd);
+}
+
+std::string seed_change(const SeedStats& s) {
+  if (s.n == 0) return "";
+  std::string t = fmt::format("{:+.2f}", s.mean);
+  if (s.sd) t += fmt::format(" ± {:.2f}", *s.sd);
+  if (s.p) t += fmt::format(" (p {:.3f})", *s.p);
+  return t;
+}
+
 namespace {
 
 // One model of one seed: its heads and its BLEU per split, with where it was decoded.
@@ -184,20 +198,6 @@ std::vector<double> differences(const Row& r, const Row& against, const std::str
   return d;
 }
 
-std::string mean_sd(const SeedStats& s) {
-  if (s.n == 0) return "missing";
-  if (!s.sd) return fmt::format("{:.2f}", s.mean);
-  return fmt::format("{:.2f} ± {:.2f}", s.mean, *s.sd);
-}
-
-std::string change(const SeedStats& s) {
-  if (s.n == 0) return "";
-  std::string t = fmt::format("{:+.2f}", s.mean);
-  if (s.sd) t += fmt::format(" ± {:.2f}", *s.sd);
-  if (s.p) t += fmt::format(" (p {:.3f})", *s.p);
-  return t;
-}
-
 std::string heads_text(const Row& r) {
   std::set<std::string> seen;
   std::vector<std::string> out;
@@ -228,7 +228,7 @@ std::string table(const ExperimentSpec& e, const std::vector<Row>& rows, json& n
     for (const auto& split : e.splits) {
       const SeedStats v = seed_stats(values(r, split));
       const SeedStats d = against ? seed_stats(differences(r, *against, split)) : SeedStats{};
-      md += fmt::format(" {} | {} |", mean_sd(v), change(d));
+      md += fmt::format(" {} | {} |", seed_mean_sd(v), seed_change(d));
       n[split] = {{"n", v.n}, {"mean", v.mean}, {"sd", v.sd ? json(*v.sd) : json()}};
       if (d.n)
         n[split + "_change"] = {{"n", d.n},

@@ -18,6 +18,7 @@
 #include "headcount/eval/record.h"
 #include "headcount/run/run_folder.h"
 #include "headcount/sweep/report.h"
+#include "headcount/sweep/reproduce.h"
 #include "sweep/sweep_yaml.h"
 
 namespace headcount::sweep {
@@ -293,6 +294,55 @@ std::string pair_table(const TableSpec& spec, const TableSpec::Table& t, Evaluat
   return out;
 }
 
+// The i-th run of `row` paired with the i-th of `other` (or with its only run): the BLEU
+// differences on a split, those where both have a score.
+std::vector<double> seed_differences(const std::vector<std::string>& row,
+                                     const std::vector<std::string>& other,
+                                     const std::string& split, Evaluations& evals) {
+  std::vector<double> d;
+  for (size_t i = 0; i < row.size(); ++i) {
+    const auto a = first_score(evals.of(row[i], split).record, false);
+    const auto b = first_score(evals.of(other[other.size() == 1 ? 0 : i], split).record, false);
+    if (a && b) d.push_back(*a - *b);
+  }
+  return d;
+}
+
+std::string seed_table(const TableSpec& spec, const TableSpec::Table& t, Evaluations& evals) {
+  std::vector<std::string> head = {"setting", "runs (one per seed)", "heads e/d/de"};
+  for (const auto& s : spec.splits) head.push_back(s + " BLEU");
+  for (const auto& a : t.against)
+    for (const auto& s : spec.splits) head.push_back(fmt::format("vs {}, {}", a, s));
+  std::string out = table_head(t.title, head);
+  std::map<std::string, const std::vector<std::string>*> rows;
+  for (const auto& [row, runs] : t.seeds) rows[row] = &runs;
+  for (const auto& [row, runs] : t.seeds) {
+    std::vector<std::string> shown, heads;
+    for (const auto& r : runs) {
+      shown.push_back(evals.shown(r));
+      const std::string& h = evals.of(r, spec.splits.front()).record.heads_e_d_de;
+      if (std::find(heads.begin(), heads.end(), h) == heads.end()) heads.push_back(h);
+    }
+    std::vector<std::string> cells = {row, fmt::format("{}", fmt::join(shown, ", ")),
+                                      fmt::format("{}", fmt::join(heads, ", "))};
+    for (const auto& s : spec.splits) {
+      std::vector<double> v;
+      for (const auto& r : runs)
+        if (const auto b = first_score(evals.of(r, s).record, false)) v.push_back(*b);
+      cells.push_back(seed_mean_sd(seed_stats(v)));
+    }
+    for (const auto& a : t.against)
+      for (const auto& s : spec.splits)
+        cells.push_back(
+            a == row ? "" : seed_change(seed_stats(seed_differences(runs, *rows.at(a), s, evals))));
+    out += fmt::format("| {} |\n", fmt::join(cells, " | "));
+  }
+  return out +
+         "\nMean ± sample standard deviation over the seeds; \"vs ROW\": the mean ± standard "
+         "deviation of the paired differences (the i-th run of both rows) with the two-sided "
+         "p-value of a paired t test over the seeds.\n";
+}
+
 std::string figure_table(const TableSpec& spec, const TableSpec::Table& t) {
   std::string out = table_head(t.title, {"figure", "source", "value"});
   const fs::path base = spec.file.parent_path();
@@ -407,6 +457,70 @@ void read_columns(const YAML::Node& root, TableSpec& spec) {
   }
 }
 
+// A table over seeds: `seeds: {ROW: [RUN, ...]}` and `against` naming its rows, each of which has
+// as many runs as the row compared with it, or one.
+void read_seed_table(const YAML::Node& t, const fs::path& file, const std::set<std::string>& known,
+                     TableSpec::Table& table) {
+  const YAML::Node seeds = t["seeds"];
+  const std::string key = "tables: " + table.title + ": seeds";
+  HC_CHECK(seeds.IsMap() && seeds.size() > 0,
+           "{}: {}: expected a map of rows to lists of the file's runs, one per seed "
+           "(control: [control-s1, control-s2])",
+           where(file, seeds), key);
+  std::map<std::string, size_t> sizes;
+  for (const auto& kv : seeds) {
+    const std::string row = scalar(kv.first, file, key);
+    const auto runs = run_names(kv.second, file, key + ": " + row, known);
+    HC_CHECK(!runs.empty() && sizes.emplace(row, runs.size()).second,
+             "{}: {}: {}: expected a row named once with at least one run", where(file, kv.first),
+             key, row);
+    table.seeds.emplace_back(row, runs);
+  }
+  if (!t["against"]) return;
+  const std::string against = "tables: " + table.title + ": against";
+  table.against = string_list(t["against"], file, against);
+  for (const auto& a : table.against) {
+    HC_CHECK(sizes.count(a), "{}: {}: '{}' is not one of the table's rows",
+             where(file, t["against"]), against, a);
+    for (const auto& [row, n] : sizes)
+      HC_CHECK(n == sizes[a] || sizes[a] == 1,
+               "{}: {}: row {} has {} runs and {} has {}: the seeds are paired in order, so "
+               "expected as many runs in both, or one in {}",
+               where(file, t["against"]), against, row, n, a, sizes[a], a);
+  }
+}
+
+TableSpec::Table read_table(const YAML::Node& t, const fs::path& file,
+                            const std::set<std::string>& known) {
+  check_keys(t, file, "tables", {"title", "against", "rows", "pairs", "figures", "seeds"});
+  TableSpec::Table table;
+  table.title = scalar(t["title"], file, "tables: title");
+  HC_CHECK(!t["rows"] + !t["pairs"] + !t["figures"] + !t["seeds"] == 3,
+           "{}: tables: {}: expected rows (a list of the file's runs), pairs (a list of "
+           "[RUN, OTHER]), figures (a list of values read from records) or seeds (a map of rows "
+           "to their runs, one per seed), one of them",
+           where(file, t), table.title);
+  if (t["figures"]) {
+    table.figures = read_figures(t["figures"], file, "tables: figures", false);
+  } else if (t["seeds"]) {
+    read_seed_table(t, file, known, table);
+  } else if (t["pairs"]) {
+    const YAML::Node pairs = t["pairs"];
+    HC_CHECK(pairs.IsSequence() && pairs.size() > 0,
+             "{}: tables: pairs: expected a list of [RUN, OTHER]", where(file, pairs));
+    for (const auto& p : pairs) {
+      const auto two = run_names(p, file, "tables: pairs", known);
+      HC_CHECK(p.IsSequence() && two.size() == 2,
+               "{}: tables: pairs: expected [RUN, OTHER], two of the file's runs", where(file, p));
+      table.pairs.emplace_back(two[0], two[1]);
+    }
+  } else {
+    table.rows = run_names(t["rows"], file, "tables: rows", known);
+    if (t["against"]) table.against = run_names(t["against"], file, "tables: against", known);
+  }
+  return table;
+}
+
 }  // namespace
 
 TableSpec load_table_spec(const fs::path& path) {
@@ -431,33 +545,7 @@ TableSpec load_table_spec(const fs::path& path) {
   const YAML::Node tables = root["tables"];
   HC_CHECK(tables && tables.IsSequence() && tables.size() > 0,
            "{}: tables: expected a list of tables, each with a title and rows", file.string());
-  for (const auto& t : tables) {
-    check_keys(t, file, "tables", {"title", "against", "rows", "pairs", "figures"});
-    TableSpec::Table table;
-    table.title = scalar(t["title"], file, "tables: title");
-    HC_CHECK(!t["rows"] + !t["pairs"] + !t["figures"] == 2,
-             "{}: tables: {}: expected rows (a list of the file's runs), pairs (a list of "
-             "[RUN, OTHER]) or figures (a list of values read from records), one of them",
-             where(file, t), table.title);
-    if (t["figures"]) {
-      table.figures = read_figures(t["figures"], file, "tables: figures", false);
-    } else if (t["pairs"]) {
-      const YAML::Node pairs = t["pairs"];
-      HC_CHECK(pairs.IsSequence() && pairs.size() > 0,
-               "{}: tables: pairs: expected a list of [RUN, OTHER]", where(file, pairs));
-      for (const auto& p : pairs) {
-        const auto two = run_names(p, file, "tables: pairs", known);
-        HC_CHECK(p.IsSequence() && two.size() == 2,
-                 "{}: tables: pairs: expected [RUN, OTHER], two of the file's runs",
-                 where(file, p));
-        table.pairs.emplace_back(two[0], two[1]);
-      }
-    } else {
-      table.rows = run_names(t["rows"], file, "tables: rows", known);
-      if (t["against"]) table.against = run_names(t["against"], file, "tables: against", known);
-    }
-    spec.tables.push_back(table);
-  }
+  for (const auto& t : tables) spec.tables.push_back(read_table(t, file, known));
   for (auto& run : spec.runs) {
     if (run.best_of.empty()) continue;
     if (run.on.empty()) run.on = spec.splits.front();
@@ -489,6 +577,7 @@ std::string render_tables(const TableSpec& spec) {
   std::string out;
   for (const auto& t : spec.tables)
     out += (!t.figures.empty() ? figure_table(spec, t)
+            : !t.seeds.empty() ? seed_table(spec, t, evals)
             : t.pairs.empty()  ? result_table(spec, t, evals)
                                : pair_table(spec, t, evals)) +
            "\n";

@@ -161,6 +161,10 @@ struct SeedStats {
 SeedStats seed_stats(const std::vector<double>& values);
 // P(|T| >= |t|) for Student's t with `df` degrees of freedom (the regularised incomplete beta).
 double t_test_two_sided_p(double t, double df);
+// As tables print them: "33.72 ± 0.20" ("missing" without values, the mean alone with one) and a
+// change "-0.63 ± 0.12 (p 0.081)" (empty without values).
+std::string seed_mean_sd(const SeedStats& s);
+std::string seed_change(const SeedStats& s);
 
 // The goals of the experiment checked on `numbers` (results.json: per row its kind, heads "e/d/de"
 // and per split {n, mean, sd} and SPLIT_change {n, mean, sd, p}), as a markdown section.

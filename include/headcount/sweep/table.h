@@ -32,6 +32,19 @@
 // BLEU on `on` (default: the first split; the first member where two tie), so that models are
 // compared each at a setting tuned on dev (a decoder's length penalty) and scored on test with it.
 // Its cells name the member chosen; the members are runs of the file, not best-of runs themselves.
+//
+// A table over seeds gathers the runs of one setting trained with different seeds into a row:
+//
+//     - title: 72 heads over two seeds
+//       against: [control]                   # rows of this table
+//       seeds:                               # ROW: [the run of seed 1, of seed 2, ...]
+//         control: [control, control-1x-s2]
+//         michel: [michel-72-1x, michel-72-1x-s2]
+//
+// Each cell is the mean ± the sample standard deviation of the row's runs' BLEU; against a row it
+// is the mean ± standard deviation of the paired differences (the i-th run of one row with the
+// i-th of the other, or with the other's only run) and the two-sided p-value of a paired t test
+// over the seeds. The rows' runs may be best-of runs.
 #pragma once
 
 #include <filesystem>
@@ -67,6 +80,9 @@ struct TableSpec {
     std::vector<std::pair<std::string, std::string>> pairs;
     // A table of figures instead (`figures: [...]`).
     std::vector<Figure> figures;
+    // A table over seeds instead (`seeds: {ROW: [RUN, ...]}`, a run per seed; `against` then
+    // names rows of the table).
+    std::vector<std::pair<std::string, std::vector<std::string>>> seeds;
   };
   fs::path file;
   std::vector<std::string> splits = {"dev", "test"};
