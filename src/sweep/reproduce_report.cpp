@@ -87,6 +87,16 @@ SeedStats seed_stats(const std::vector<double>& v) {
   return s;
 }
 
+std::vector<double> paired_differences(const std::vector<std::optional<double>>& run,
+                                       const std::vector<std::optional<double>>& against) {
+  std::vector<double> d;
+  for (size_t i = 0; i < run.size(); ++i) {
+    const size_t j = against.size() == 1 ? 0 : i;
+    if (j < against.size() && run[i] && against[j]) d.push_back(*run[i] - *against[j]);
+  }
+  return d;
+}
+
 std::string seed_mean_sd(const SeedStats& s) {
   if (s.n == 0) return "missing";
   if (!s.sd) return fmt::format("{:.2f}", s.mean);
@@ -187,15 +197,17 @@ std::vector<double> values(const Row& r, const std::string& split) {
   return v;
 }
 
+// The row's value on a split per seed (none where a seed lacks it).
+std::vector<std::optional<double>> per_seed(const Row& r, const std::string& split) {
+  std::vector<std::optional<double>> v;
+  for (const auto& c : r.seeds)
+    v.push_back(c.bleu.count(split) ? std::optional<double>(c.bleu.at(split)) : std::nullopt);
+  return v;
+}
+
 // Paired differences row - against, seed by seed (the baseline: the same for every seed).
 std::vector<double> differences(const Row& r, const Row& against, const std::string& split) {
-  std::vector<double> d;
-  for (size_t s = 0; s < r.seeds.size(); ++s) {
-    const Cell& other = against.seeds[against.seeds.size() == 1 ? 0 : s];
-    if (r.seeds[s].bleu.count(split) && other.bleu.count(split))
-      d.push_back(r.seeds[s].bleu.at(split) - other.bleu.at(split));
-  }
-  return d;
+  return paired_differences(per_seed(r, split), per_seed(against, split));
 }
 
 std::string heads_text(const Row& r) {

@@ -294,18 +294,12 @@ std::string pair_table(const TableSpec& spec, const TableSpec::Table& t, Evaluat
   return out;
 }
 
-// The i-th run of `row` paired with the i-th of `other` (or with its only run): the BLEU
-// differences on a split, those where both have a score.
-std::vector<double> seed_differences(const std::vector<std::string>& row,
-                                     const std::vector<std::string>& other,
-                                     const std::string& split, Evaluations& evals) {
-  std::vector<double> d;
-  for (size_t i = 0; i < row.size(); ++i) {
-    const auto a = first_score(evals.of(row[i], split).record, false);
-    const auto b = first_score(evals.of(other[other.size() == 1 ? 0 : i], split).record, false);
-    if (a && b) d.push_back(*a - *b);
-  }
-  return d;
+// The runs' BLEU on a split, one per run (none where its record has no first-reference score).
+std::vector<std::optional<double>> seed_scores(const std::vector<std::string>& runs,
+                                               const std::string& split, Evaluations& evals) {
+  std::vector<std::optional<double>> v;
+  for (const auto& r : runs) v.push_back(first_score(evals.of(r, split).record, false));
+  return v;
 }
 
 std::string seed_table(const TableSpec& spec, const TableSpec::Table& t, Evaluations& evals) {
@@ -327,14 +321,16 @@ std::string seed_table(const TableSpec& spec, const TableSpec::Table& t, Evaluat
                                       fmt::format("{}", fmt::join(heads, ", "))};
     for (const auto& s : spec.splits) {
       std::vector<double> v;
-      for (const auto& r : runs)
-        if (const auto b = first_score(evals.of(r, s).record, false)) v.push_back(*b);
+      for (const auto& b : seed_scores(runs, s, evals))
+        if (b) v.push_back(*b);
       cells.push_back(seed_mean_sd(seed_stats(v)));
     }
     for (const auto& a : t.against)
       for (const auto& s : spec.splits)
         cells.push_back(
-            a == row ? "" : seed_change(seed_stats(seed_differences(runs, *rows.at(a), s, evals))));
+            a == row ? ""
+                     : seed_change(seed_stats(paired_differences(
+                           seed_scores(runs, s, evals), seed_scores(*rows.at(a), s, evals)))));
     out += fmt::format("| {} |\n", fmt::join(cells, " | "));
   }
   return out +
@@ -482,11 +478,12 @@ void read_seed_table(const YAML::Node& t, const fs::path& file, const std::set<s
   for (const auto& a : table.against) {
     HC_CHECK(sizes.count(a), "{}: {}: '{}' is not one of the table's rows",
              where(file, t["against"]), against, a);
+    const size_t m = sizes.at(a);
     for (const auto& [row, n] : sizes)
-      HC_CHECK(n == sizes[a] || sizes[a] == 1,
+      HC_CHECK(n == m || m == 1,
                "{}: {}: row {} has {} runs and {} has {}: the seeds are paired in order, so "
                "expected as many runs in both, or one in {}",
-               where(file, t["against"]), against, row, n, a, sizes[a], a);
+               where(file, t["against"]), against, row, n, a, m, a);
   }
 }
 

@@ -159,6 +159,10 @@ struct SeedStats {
   std::optional<double> sd, p;
 };
 SeedStats seed_stats(const std::vector<double>& values);
+// The paired differences of two settings' values per seed: the i-th of `run` minus the i-th of
+// `against` (or against's only value: a baseline shared by every seed), where both have one.
+std::vector<double> paired_differences(const std::vector<std::optional<double>>& run,
+                                       const std::vector<std::optional<double>>& against);
 // P(|T| >= |t|) for Student's t with `df` degrees of freedom (the regularised incomplete beta).
 double t_test_two_sided_p(double t, double df);
 // As tables print them: "33.72 ± 0.20" ("missing" without values, the mean alone with one) and a
