@@ -9,6 +9,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -196,14 +197,18 @@ std::optional<SplitScores> split_score(const ReportOptions& o, const std::string
 }
 
 // Lines as sacreBLEU reads them (trailing whitespace stripped); nullopt with a warning when the
-// file cannot be read.
+// file cannot be read: one warning per file and reason, however many rows need it.
 std::optional<std::vector<std::string>> segments(const fs::path& p) {
   try {
     auto lines = io::read_lines(p, {.allow_empty_file = true});
     for (auto& l : lines) l = text::rstrip_py_utf8(l);
     return lines;
   } catch (const Error& e) {
-    log::warn("report: no paired test: {}", e.what());
+    static std::mutex mutex;
+    static std::set<std::string> warned;
+    const std::lock_guard lock(mutex);
+    if (warned.insert(e.what()).second)
+      log::warn("report: no paired test in the rows that need it: {}", e.what());
     return std::nullopt;
   }
 }
