@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <ctime>
@@ -90,9 +91,13 @@ SeedStats seed_stats(const std::vector<double>& v) {
 std::vector<double> paired_differences(const std::vector<std::optional<double>>& run,
                                        const std::vector<std::optional<double>>& against) {
   std::vector<double> d;
-  for (size_t i = 0; i < run.size(); ++i) {
-    const size_t j = against.size() == 1 ? 0 : i;
-    if (j < against.size() && run[i] && against[j]) d.push_back(*run[i] - *against[j]);
+  if (run.empty() || against.empty()) return d;
+  const size_t n = run.size() == 1 || against.size() == 1 ? std::max(run.size(), against.size())
+                                                          : std::min(run.size(), against.size());
+  for (size_t k = 0; k < n; ++k) {
+    const auto& r = run[run.size() == 1 ? 0 : k];
+    const auto& a = against[against.size() == 1 ? 0 : k];
+    if (r && a) d.push_back(*r - *a);
   }
   return d;
 }

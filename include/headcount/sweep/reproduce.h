@@ -160,7 +160,8 @@ struct SeedStats {
 };
 SeedStats seed_stats(const std::vector<double>& values);
 // The paired differences of two settings' values per seed: the i-th of `run` minus the i-th of
-// `against` (or against's only value: a baseline shared by every seed), where both have one.
+// `against`, over the seeds both have, where both have a value. A setting of one value (a baseline
+// shared by every seed) is paired with each of the other's.
 std::vector<double> paired_differences(const std::vector<std::optional<double>>& run,
                                        const std::vector<std::optional<double>>& against);
 // P(|T| >= |t|) for Student's t with `df` degrees of freedom (the regularised incomplete beta).
