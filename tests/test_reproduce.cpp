@@ -173,9 +173,10 @@ TEST(Reproduce, CalibrationTimesTheExperimentsModelBeforeTheFirstPiece) {
   EXPECT_EQ(r.source, sweep::Rates::Source::kCalibrated);
   EXPECT_GT(r.train_step_s, 0.0);
   EXPECT_GT(r.prune_step_s, 0.0);
-  // d 32, one layer, 256 tokens a step: milliseconds, far from the priors.
-  EXPECT_LT(r.train_step_s, 0.2);
-  EXPECT_LT(r.prune_step_s, 0.2);
+  // d 32, one layer, 256 tokens a step: milliseconds, far below the priors. The bound is only
+  // what tells a measurement from a prior (0.3 s was seen under ASan on a busy machine).
+  EXPECT_LT(r.train_step_s, 1.0);
+  EXPECT_LT(r.prune_step_s, 1.0);
   // The evaluation is the prior scaled by the training step's speed-up (60 s / 1.2 s = 50 steps).
   EXPECT_NEAR(r.eval_split_s / r.train_step_s, 50.0, 1e-9);
   const auto plan = sweep::make_plan(e, dir / "out", 1);
