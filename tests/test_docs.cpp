@@ -159,11 +159,17 @@ void expect_table_readme(const fs::path& table, const fs::path& readme_path) {
   ASSERT_FALSE(committed.empty()) << readme_path << " has no section between the table markers";
   std::error_code ec;
   if (!fs::exists(src / "data" / "bible" / "dev.en", ec)) {
-    // Without the references the paired bootstrap's p-values are left out; the seeds' t tests
-    // need only the records, so strip every p-value on both sides and compare the rest.
-    static const std::regex p(R"( \(p [0-9.]+\))");
-    committed = std::regex_replace(committed, p, "");
-    tables = std::regex_replace(tables, p, "");
+    // Without the references the paired bootstrap's p-values ("+0.25 (p 0.134)") are left out;
+    // the seeds' t tests ("-0.69 ± 0.08 (p 0.054)") need only the records and stay.
+    static const std::regex p(R"((± [0-9.]+)? \(p [0-9.]+\))");
+    std::string kept;
+    auto last = committed.cbegin();
+    for (std::sregex_iterator m(committed.begin(), committed.end(), p), end; m != end; ++m) {
+      kept.append(last, (*m)[0].first);
+      if ((*m)[1].matched) kept.append((*m)[0].first, (*m)[0].second);
+      last = (*m)[0].second;
+    }
+    committed = kept.append(last, committed.cend());
   }
   EXPECT_TRUE(committed == "\n" + tables + "\n")
       << "the README's generated tables are not what the records give: run headcount table "
