@@ -18,6 +18,8 @@
 #   exact-N-Bx    rewind with prune.exact_recovery: the gated phase (ramp 300, at most 600 steps)
 #                 only chooses the heads; the rewound model then trains exactly 1,200 x B steps,
 #                 the fine-tuning budget of michel-N-Bx (train.max_steps 1,200 x B + 600)
+#   kd-exact-N-Bx exact-N-Bx with distillation from the unpruned model (prune.distill_weight 0.5,
+#                 temperature 1) in the gated and the rewound steps
 # NAME-sK (e.g. exact-72-1x-s2) runs NAME with seed K.
 # Other variants than exact-* at budgets B > 1 scale their steps as queue.sh does (ramp a quarter
 # of the steps, the latest fixing point at the half).
@@ -40,12 +42,14 @@ for name in "$@"; do
   budget=$(echo "$base_name" | sed -E 's/.*-([0-9]+)x$/\1/')
   steps=$((1200 * budget)) ramp=$((300 * budget)) recovery=$((600 * budget))
   case $base_name in rw150-*) ramp=$((150 * budget)) ;; esac
-  case $base_name in exact-*) steps=$((1200 * budget + 600)) ramp=300 recovery=$((1200 * budget)) ;; esac
+  case $base_name in exact-* | kd-exact-*) steps=$((1200 * budget + 600)) ramp=300 recovery=$((1200 * budget)) ;; esac
   args=(--set train.max_steps=$steps --set train.eval_every=200 --set prune.target_heads=$n
     --set prune.target_warmup_steps=$ramp --set prune.lagrangian_lr=0.05
     --set prune.recovery_steps=$recovery --set seed=$seed)
   case $base_name in
     exact-*) args+=(--set prune.fix_at_target=true --set prune.rewind=true --set prune.exact_recovery=true) ;;
+    kd-exact-*) args+=(--set prune.fix_at_target=true --set prune.rewind=true --set prune.exact_recovery=true
+      --set prune.distill_weight=0.5) ;;
     fix-*) args+=(--set prune.fix_at_target=true) ;;
     rewind-* | rw150-*) args+=(--set prune.fix_at_target=true --set prune.rewind=true) ;;
     kd-rewind-*) args+=(--set prune.fix_at_target=true --set prune.rewind=true --set prune.distill_weight=0.5) ;;
