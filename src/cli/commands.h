@@ -35,6 +35,7 @@ void add_prune_command(CLI::App& app);
 void add_export_pruned_command(CLI::App& app);
 void add_import_command(CLI::App& app);
 void add_export_command(CLI::App& app);
+void add_average_command(CLI::App& app);
 void add_sweep_command(CLI::App& app);
 void add_report_command(CLI::App& app);
 void add_reproduce_command(CLI::App& app);

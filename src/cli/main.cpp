@@ -28,6 +28,7 @@ const CommandSpec kCommands[] = {
     {"export-pruned", add_export_pruned_command},
     {"import", add_import_command},
     {"export", add_export_command},
+    {"average-checkpoints", add_average_command},
     {"sweep", add_sweep_command},
     {"report", add_report_command},
     {"reproduce", add_reproduce_command},
