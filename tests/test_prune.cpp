@@ -385,6 +385,15 @@ TEST(PruneRun, RewindRestartsTheRecoveryFromTheInitWeights) {
       run::load_model(run::read_checkpoint_info(dir / "w" / "checkpoints" / "last"), torch::kCPU);
   EXPECT_FALSE(
       torch::equal(last->encoder_layers[0]->fc1->weight, init->encoder_layers[0]->fc1->weight));
+  // export-pruned of a checkpoint of the recovery steps takes the 0/1 mask the run trained and
+  // evaluated under: from `last` it writes what the run's own pruned/ holds (the gates' fractional
+  // values would scale the kept heads of the rewound weights down).
+  prune::export_pruned(dir / "w" / "checkpoints" / "last", dir / "exported");
+  auto exported = run::load_model(run::read_checkpoint_info(dir / "exported"), torch::kCPU);
+  auto pruned = run::load_model(run::read_checkpoint_info(dir / "w" / "pruned"), torch::kCPU);
+  const auto pruned_weights = pruned->named_parameters();
+  for (const auto& p : exported->named_parameters())
+    EXPECT_TRUE(torch::equal(p.value(), pruned_weights[p.key()])) << p.key();
   // Rewind needs the recovery steps.
   Config bad = c;
   bad.prune.recovery_steps = 0;

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <map>
 
+#include <nlohmann/json.hpp>
+
 #include "headcount/common/check.h"
 #include "headcount/common/config.h"
 #include "headcount/model/shape.h"
@@ -14,6 +16,20 @@
 #include "headcount/run/run_folder.h"
 
 namespace headcount::prune {
+
+namespace {
+
+// Whether the prune run's checkpoint `dir` was saved with its mask fixed (prune_state.json's
+// "mask_fixed_at", written from the fixing step on).
+bool mask_fixed(const fs::path& dir) {
+  std::error_code ec;
+  if (!fs::exists(run::CheckpointFolder{dir}.prune_state(), ec)) return false;
+  const auto j =
+      nlohmann::json::parse(run::read_checkpoint_file(dir, run::CheckpointFolder::kPruneState));
+  return j.contains("mask_fixed_at");
+}
+
+}  // namespace
 
 model::Architecture export_pruned(const fs::path& checkpoint, const fs::path& out) {
   const auto info = run::read_checkpoint_info(checkpoint);
@@ -26,9 +42,11 @@ model::Architecture export_pruned(const fs::path& checkpoint, const fs::path& ou
   auto model = run::load_model(info, torch::kCPU);
   HeadGates gates(model, gated_types(info.config.prune), gate_options(info.config.prune));
   model::load_weights(*gates, run::load_weights_file(gates_file), gates_file.string());
-  const auto values = info.config.prune.target_heads > 0
-                          ? top_n_values(*gates, info.config.prune.target_heads)
-                          : gates->eval_values();
+  // A checkpoint of the recovery steps (its prune state records when the mask was fixed): the
+  // mask the run trained and evaluated under, 0/1 where it rewound.
+  const bool fixed = mask_fixed(checkpoint);
+  const auto values = fixed ? fixed_mask_values(*gates, info.config.prune)
+                            : final_values(*gates, info.config.prune);
   torch::NoGradGuard no_grad;
   auto pruned = prune_heads(model, values);
   run::save_checkpoint(out, pruned, nullptr, info.state, info.config, info.vocab);

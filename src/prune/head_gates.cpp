@@ -133,6 +133,20 @@ std::map<std::string, torch::Tensor> top_n_values(const HeadGatesImpl& gates, in
   return out;
 }
 
+std::map<std::string, torch::Tensor> final_values(const HeadGatesImpl& gates,
+                                                  const PruneConfig& p) {
+  if (p.target_heads > 0) return top_n_values(gates, p.target_heads);
+  return gates.eval_values();
+}
+
+std::map<std::string, torch::Tensor> fixed_mask_values(const HeadGatesImpl& gates,
+                                                       const PruneConfig& p) {
+  auto values = final_values(gates, p);
+  if (p.rewind)
+    for (auto& [key, v] : values) v = v.gt(0).to(v.scalar_type());
+  return values;
+}
+
 namespace {
 
 // Rows of one projection block kept for the heads in `keep`: [len(keep) * Dh, ...]

@@ -63,12 +63,10 @@ L0Pruning::L0Pruning(const Config& config, const train::TrainOptions& options)
 void L0Pruning::fix_mask(int64_t step) {
   torch::NoGradGuard no_grad;
   fixed_at_ = step;
-  fixed_values_ = final_values();
   // prune.rewind: the weights the mask applies to are the unpruned model's, trained with every head
   // at full strength, so a kept head is kept at 1 (the gates' fractional eval values, up to which
   // the gated weights had co-adapted, would scale the rewound heads down).
-  if (config_.prune.rewind)
-    for (auto& [key, v] : *fixed_values_) v = v.gt(0).to(v.scalar_type());
+  fixed_values_ = fixed_mask_values(*gates_, config_.prune);
   fixed_log_alpha_.clear();
   for (const auto& l : gates_->layers()) fixed_log_alpha_.push_back(l.gate->log_alpha.clone());
   int64_t kept = 0;
@@ -268,8 +266,7 @@ void L0Pruning::after_step(int64_t step, const train::Regulariser& r) {
 }
 
 std::map<std::string, torch::Tensor> L0Pruning::final_values() {
-  if (config_.prune.target_heads > 0) return top_n_values(*gates_, config_.prune.target_heads);
-  return gates_->eval_values();
+  return prune::final_values(*gates_, config_.prune);
 }
 
 void L0Pruning::begin_evaluation() {

@@ -63,6 +63,16 @@ TORCH_MODULE(HeadGates);
 // values per layer key.
 std::map<std::string, torch::Tensor> top_n_values(const HeadGatesImpl& gates, int64_t n);
 
+// What a prune run's gates say to keep at its end: top_n_values in target mode
+// (prune.target_heads), the eval gates otherwise.
+std::map<std::string, torch::Tensor> final_values(const HeadGatesImpl& gates, const PruneConfig& p);
+// The mask of a run whose mask is fixed (its recovery steps): final_values, with prune.rewind made
+// 0/1 (the rewound weights were trained with every head at full strength, so a kept head is kept
+// at 1). Trainer and export-pruned both take it, so an exported checkpoint of the recovery steps
+// computes what the run evaluated.
+std::map<std::string, torch::Tensor> fixed_mask_values(const HeadGatesImpl& gates,
+                                                       const PruneConfig& p);
+
 // A physically smaller model computing what `model` computes with heads scaled by `values`
 // (layer key -> [H] gate values; layers without an entry keep every head unscaled): heads with
 // value 0 lose their rows of W_q, W_k, W_v and their columns of W_o; other values are folded into
