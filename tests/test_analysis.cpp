@@ -223,7 +223,7 @@ TEST(Importance, MatchesFiniteDifferencesPerToken) {
     const auto logits = m->forward(b.src, b.tgt_in);
     layer->set_head_scale({});
     const auto ls = model::label_smoothed_loss(logits, b.tgt_out, 0.0);
-    return ls.nll.item<double>() / static_cast<double>(ls.tokens);
+    return ls.nll.item<double>();  // L: the sentence's summed negative log-likelihood
   };
   for (size_t i = 0; i < heads.size(); ++i) {
     const auto& h = heads[i];
@@ -242,6 +242,24 @@ TEST(Importance, MatchesFiniteDifferencesPerToken) {
   const double l2 = std::hypot(scores[0], scores[1]);
   EXPECT_NEAR(norm[0], scores[0] / l2, 1e-9);
   EXPECT_NEAR(norm[1], scores[1] / l2, 1e-9);
+}
+
+// The expectation over tokens does not depend on the batching: the same sentences one per batch and
+// all in one batch (padded) give the same scores.
+TEST(Importance, DoesNotDependOnHowTheSentencesAreBatched) {
+  testing::TempDir dir;
+  const auto ckpt = tiny_model(dir);
+  std::vector<double> scores[2];
+  for (int i = 0; i < 2; ++i) {
+    AnalyzeOptions o;
+    o.checkpoint = ckpt;
+    o.sentences = 6;
+    o.batch_sentences = i == 0 ? 1 : 6;
+    scores[i] = Analyzer(o).importance(false);
+  }
+  ASSERT_EQ(scores[0].size(), scores[1].size());
+  for (size_t h = 0; h < scores[0].size(); ++h)
+    EXPECT_NEAR(scores[0][h], scores[1][h], 1e-4 * std::max(1e-3, scores[0][h])) << h;
 }
 
 TEST(Analyzer, BleuMatchesEvalAndMaskingEverythingHurts) {

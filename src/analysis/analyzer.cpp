@@ -147,8 +147,10 @@ std::vector<double> Analyzer::importance(bool normalize_layers) {
     }
     const auto logits = st.model->forward(b.src, b.tgt_in);
     const auto ls = model::label_smoothed_loss(logits, b.tgt_out, 0.0);
-    // The mean negative log-likelihood per target token of the batch (Michel's loss).
-    (ls.nll / static_cast<double>(std::max<int64_t>(ls.tokens, 1))).backward();
+    // L: the summed negative log-likelihood of the batch's target tokens, so that each token's
+    // |A_h^T dL/dA_h| is its own sentence's and the expectation over tokens below (divided by
+    // their count once) does not depend on how the sentences were batched.
+    ls.nll.backward();
     for (auto& [key, xi] : scales) {
       const auto& mask =
           key.first == static_cast<int>(AttentionType::kEncSelf) ? src_mask : tgt_mask;
