@@ -401,6 +401,68 @@ TEST(PruneRun, RewindRestartsTheRecoveryFromTheInitWeights) {
   EXPECT_NE(e.find("prune.rewind (from bad"), std::string::npos) << e;
 }
 
+// L0 pruning that records, step by step, the gate values each training batch's forward pass sees.
+class RecordingL0 : public prune::L0Pruning {
+ public:
+  RecordingL0(const Config& c, const train::TrainOptions& o,
+              std::vector<std::vector<torch::Tensor>>* steps)
+      : L0Pruning(c, o), steps_(steps) {}
+  void begin_step() override {
+    L0Pruning::begin_step();
+    steps_->emplace_back();
+  }
+  void before_forward(const data::Batch& batch) override {
+    L0Pruning::before_forward(batch);
+    steps_->back().push_back(gates()->layers().front().attention->head_scale().detach().clone());
+  }
+
+ private:
+  std::vector<std::vector<torch::Tensor>>* steps_;
+};
+
+// METHODS.md: one u per head per step, shared by the whole batch. With train.update_freq 2 both
+// batches of a step see the same gates; the next step draws again. Per-example noise draws for
+// every example of every batch.
+TEST(PruneRun, GateNoiseIsDrawnOncePerOptimizerStep) {
+  TempDir dir;
+  Config c = baseline(dir);
+  c.prune.lambda = 0.05;
+  c.prune.init_log_alpha = 0.0;  // samples inside (0, 1), not clamped at 1
+  c.train.max_tokens = 24;       // several batches an epoch
+  c.train.update_freq = 2;
+  c.train.max_steps = 4;
+  c.train.eval_every = 4;
+  for (const auto noise : {GateNoise::kHead, GateNoise::kExample}) {
+    c.prune.noise = noise;
+    train::TrainOptions o;
+    o.run_dir = dir / (noise == GateNoise::kHead ? "head" : "example");
+    o.init_from = c.prune.init_from;
+    std::vector<std::vector<torch::Tensor>> steps;
+    train::Trainer(c, o, std::make_unique<RecordingL0>(c, o, &steps)).run();
+    ASSERT_EQ(steps.size(), 4u);
+    int pairs = 0;
+    for (size_t s = 0; s < steps.size(); ++s) {
+      ASSERT_FALSE(steps[s].empty());
+      ASSERT_LE(steps[s].size(), 2u);  // an epoch's last step may have one batch
+      const auto& a = steps[s].front();
+      if (s > 0) {
+        EXPECT_FALSE(torch::equal(a, steps[s - 1].front())) << "step " << s + 1;
+      }
+      if (steps[s].size() < 2) continue;
+      ++pairs;
+      const auto& b = steps[s][1];
+      if (noise == GateNoise::kHead) {
+        EXPECT_EQ(a.dim(), 1);
+        EXPECT_TRUE(torch::equal(a, b)) << "step " << s + 1 << ": " << a << b;
+      } else {
+        EXPECT_EQ(a.dim(), 2);  // [batch, H]
+        EXPECT_FALSE(a.size(0) == b.size(0) && torch::equal(a, b)) << "step " << s + 1;
+      }
+    }
+    EXPECT_GE(pairs, 2) << "too few steps of two batches to test anything";
+  }
+}
+
 // Target mode whose gates reach 5 heads within a few steps after a 10-step ramp (fast multipliers
 // and gates), the mask fixed then: the tests of fix_at_target, rewind and exact_recovery.
 Config fast_target(const TempDir& dir, int64_t recovery_steps) {

@@ -82,6 +82,7 @@ class TrainBench {
   void gated_step() {
     for (auto& p : frozen_) p.set_requires_grad(false);
     gated_adam_->zero_grad();
+    l0_->begin_step();
     l0_->before_forward(batch_);
     auto ls = model::label_smoothed_loss(forward(), tgt_out_, 0.1);
     const auto r = l0_->regulariser(gated_steps_);

@@ -529,7 +529,7 @@ std::vector<Field> prune_gate_fields() {
                     range(-100.0, 100.0),
                     "initial log_alpha; >= ln((1-l)/(r-1)) leaves the converged model unchanged"),
       choice_field<GateNoise>("prune.noise", HC_ACCESS(prune.noise),
-                              "one gate draw per head per batch, or per head per example"),
+                              "one gate draw per head per optimizer step, or per head per example"),
   };
 }
 

@@ -29,11 +29,19 @@ double HardConcreteGateImpl::open_threshold() const {
 }
 
 torch::Tensor HardConcreteGateImpl::sample(int64_t batch) {
-  const double l = options_.stretch_low, r = options_.stretch_high, eps = options_.eps;
+  return sample_with(draw_noise(batch));
+}
+
+torch::Tensor HardConcreteGateImpl::draw_noise(int64_t batch) const {
+  const double eps = options_.eps;
   const bool per_example = options_.noise == GateNoise::kExample;
   std::vector<int64_t> shape =
       per_example ? std::vector<int64_t>{batch, num_heads()} : std::vector<int64_t>{num_heads()};
-  auto u = torch::rand(shape, log_alpha.options().requires_grad(false)) * (1 - 2 * eps) + eps;
+  return torch::rand(shape, log_alpha.options().requires_grad(false)) * (1 - 2 * eps) + eps;
+}
+
+torch::Tensor HardConcreteGateImpl::sample_with(const torch::Tensor& u) const {
+  const double l = options_.stretch_low, r = options_.stretch_high;
   auto s = torch::sigmoid((torch::log(u) - torch::log(1 - u) + log_alpha) / options_.temperature);
   return torch::clamp(s * (r - l) + l, 0.0, 1.0);
 }

@@ -50,6 +50,17 @@ void HeadGatesImpl::apply_sample(int64_t batch) {
   for (auto& l : layers_) l.attention->set_head_scale(l.gate->sample(batch));
 }
 
+void HeadGatesImpl::draw_step_noise() {
+  step_noise_.clear();
+  for (auto& l : layers_) step_noise_.push_back(l.gate->draw_noise(1));
+}
+
+void HeadGatesImpl::apply_step_sample() {
+  HC_CHECK(step_noise_.size() == layers_.size(), "no step noise drawn for the gates");
+  for (size_t i = 0; i < layers_.size(); ++i)
+    layers_[i].attention->set_head_scale(layers_[i].gate->sample_with(step_noise_[i]));
+}
+
 void HeadGatesImpl::apply_eval() {
   for (auto& l : layers_) l.attention->set_head_scale(l.gate->eval_gate().detach());
 }

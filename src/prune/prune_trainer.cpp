@@ -194,9 +194,15 @@ std::vector<train::ParamGroup> L0Pruning::parameter_groups(model::Transformer& m
   return groups;
 }
 
+void L0Pruning::begin_step() {
+  if (!fixed() && config_.prune.noise == GateNoise::kHead) gates_->draw_step_noise();
+}
+
 void L0Pruning::before_forward(const data::Batch& batch) {
   if (fixed()) {
     gates_->apply_values(*fixed_values_);
+  } else if (config_.prune.noise == GateNoise::kHead) {
+    gates_->apply_step_sample();  // one draw per step (begin_step), shared by its batches
   } else {
     gates_->apply_sample(batch.size());
   }

@@ -508,12 +508,28 @@ void Trainer::accumulate_batches(StepStats& s) {
   // One optimizer step takes update_freq batches per process; process r takes the batches at
   // positions r, r + world, ... of the step's share of the epoch.
   const int64_t step_batches = static_cast<int64_t>(t.update_freq) * options_.world_size;
+  const auto seed = static_cast<uint64_t>(config_.seed);
+  // The step's noise (extension_->begin_step) is drawn from the generator seeded by the step's
+  // first batch on every process, so all share it; the process that has that batch then goes on
+  // to its dropout from the same stream (with update_freq 1 on one process: what seeding each
+  // batch alone gives).
+  const int64_t first = state_.batch_in_epoch;
+  bool begun = extension_ == nullptr;
   for (int64_t k = 0; k < step_batches && state_.batch_in_epoch < n; ++k) {
     const int64_t pos = state_.batch_in_epoch++;
     if (pos % options_.world_size != options_.rank) continue;
-    // Dropout and gate noise are a function of (seed, epoch, batch): the same whatever the number
-    // of processes, and across a resume.
-    seed_batch(static_cast<uint64_t>(config_.seed), state_.epoch, pos);
+    if (!begun && pos != first) {
+      seed_batch(seed, state_.epoch, first);
+      extension_->begin_step();
+      begun = true;
+    }
+    // Dropout and per-batch noise are a function of (seed, epoch, batch): the same whatever the
+    // number of processes, and across a resume.
+    seed_batch(seed, state_.epoch, pos);
+    if (!begun) {
+      extension_->begin_step();
+      begun = true;
+    }
     const data::Batch b = data::collate(inputs_.train, batches_[order_[pos]], inputs_.device);
     if (extension_) extension_->before_forward(b);
     torch::Tensor logits;

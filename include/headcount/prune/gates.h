@@ -30,8 +30,9 @@ struct HardConcreteOptions {
   // exactly what the converged model did at step 0 (Voita's code starts near 0 instead, which
   // halves every head at once; CoFi starts at 10).
   double init_log_alpha = 3.0;
-  // kHead: one draw per head per batch, shared by its examples (Voita's code);
-  // kExample: one draw per head per example.
+  // kHead: one draw per head per optimizer step, shared by its examples and by every batch of the
+  // step (train.update_freq, several processes) as METHODS.md says; kExample: one draw per head
+  // per example.
   GateNoise noise = GateNoise::kHead;
 };
 
@@ -43,6 +44,10 @@ class HardConcreteGateImpl : public torch::nn::Module {
   // deterministic gate [H].
   torch::Tensor forward(int64_t batch);
   torch::Tensor sample(int64_t batch);
+  // The two halves of sample(): the uniform noise u (no gradient; [H], or [batch, H] with noise
+  // kExample), and the gate it gives with the current log_alpha (differentiable in log_alpha).
+  torch::Tensor draw_noise(int64_t batch) const;
+  torch::Tensor sample_with(const torch::Tensor& u) const;
   torch::Tensor eval_gate() const;
   torch::Tensor p_open() const;
   // E[g] of the training gate, [H] (no gradient): the integral over t in [0, 1] of

@@ -32,6 +32,11 @@ class HeadGatesImpl : public torch::nn::Module {
 
   // Training: each gated layer scales its heads by a fresh sample ([H] or [batch, H]).
   void apply_sample(int64_t batch);
+  // Training with one draw per optimizer step (noise kHead): draw_step_noise draws each layer's
+  // u once, at the start of the step; apply_step_sample scales the heads by the gates that u gives
+  // with the current log_alpha (a new graph for each batch's backward pass, the same values).
+  void draw_step_noise();
+  void apply_step_sample();
   // Evaluation: the deterministic gates, or `fixed` values where given (the final mask).
   void apply_eval();
   void apply_values(const std::map<std::string, torch::Tensor>& values);
@@ -54,6 +59,7 @@ class HeadGatesImpl : public torch::nn::Module {
 
  private:
   std::vector<Layer> layers_;
+  std::vector<torch::Tensor> step_noise_;  // per layer, from draw_step_noise
 };
 TORCH_MODULE(HeadGates);
 

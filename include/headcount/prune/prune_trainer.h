@@ -30,6 +30,7 @@ class L0Pruning : public train::TrainingExtension {
 
   std::vector<train::ParamGroup> parameter_groups(model::Transformer& model,
                                                   const torch::Device& device) override;
+  void begin_step() override;
   void before_forward(const data::Batch& batch) override;
   // With prune.distill_weight: (1 - w) x loss + w x the distillation term from the teacher.
   torch::Tensor batch_objective(const data::Batch& batch, const torch::Tensor& logits,

@@ -60,8 +60,12 @@ class TrainingExtension {
   virtual std::vector<ParamGroup> parameter_groups(model::Transformer& model,
                                                    const torch::Device& device) = 0;
 
-  // Regulariser. before_forward is called before each training batch's forward pass (noise is
-  // drawn here); regulariser once per optimizer step, after the batches' backward passes.
+  // Regulariser. begin_step is called once per optimizer step on every process that has a batch in
+  // it, before the step's first before_forward, with LibTorch's generator seeded from the step's
+  // first batch (the same on every process: per-step noise is drawn here); before_forward before
+  // each training batch's forward pass (per-batch noise is drawn here); regulariser once per
+  // optimizer step, after the batches' backward passes.
+  virtual void begin_step() {}
   virtual void before_forward(const data::Batch& batch) {}
   virtual Regulariser regulariser(int64_t step) = 0;
   // Batch objective: what a training batch back-propagates, given its summed label-smoothed
