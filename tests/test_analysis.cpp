@@ -69,11 +69,12 @@ TEST(HeadStats, FunctionsFollowVoitasThresholds) {
   EXPECT_TRUE(f.positional);
   EXPECT_FALSE(f.rare_token);
   EXPECT_EQ(f.label(), "positional");
-  // Not in self-attention, or at offset 0 (attending to itself): not positional.
+  // Not in self-attention: not positional. At offset 0 (attending to itself) 95% of the time: one
+  // fixed relative position too (METHODS.md section 5).
   EXPECT_FALSE(analysis::head_functions(h, false).positional);
   HeadStats same = h;
   same.argmax_offsets = {{0, 95}, {1, 5}};
-  EXPECT_FALSE(analysis::head_functions(same, true).positional);
+  EXPECT_TRUE(analysis::head_functions(same, true).positional);
   // 89% at one offset is not enough; half the maxima on the rarest key is rare-token.
   h.argmax_offsets = {{-1, 89}, {1, 11}};
   h.rare_hits = 50;
@@ -102,6 +103,30 @@ TEST(HeadStats, RareTokenHitsCountOnlySentencesWithARareKey) {
   h.add(mat({{0.1, 0.1, 0.1, 0.7}}), k);
   EXPECT_DOUBLE_EQ(h.rare_tokens, 3);
   EXPECT_DOUBLE_EQ(h.rare_hits, 1);
+}
+
+// The decoder's self-attention (causal, BOS the special key at 0): its first query sees BOS alone
+// and has no confidence to count, and a query before the rarest key cannot hit it.
+TEST(HeadStats, CausalQueriesCountOnlyWhatTheySee) {
+  HeadStats h;
+  SentenceKeys k;
+  k.eos = 0;
+  k.causal = true;
+  k.rank = {0, 10, 900, 20};  // key 2 is the rarest
+  k.exclude_top = 500;
+  h.add(mat({{1, 0, 0, 0}, {0.4, 0.6, 0, 0}, {0.2, 0.1, 0.7, 0}, {0.1, 0.2, 0.3, 0.4}}), k);
+  EXPECT_DOUBLE_EQ(h.tokens, 4);
+  // Confidence over queries 1-3: (0.6 + 0.7 + 0.4) / 3.
+  EXPECT_NEAR(h.confidence(), (0.6 + 0.7 + 0.4) / 3, 1e-12);
+  // Rare: queries 2 and 3 see key 2; query 2's maximum is on it.
+  EXPECT_DOUBLE_EQ(h.rare_tokens, 2);
+  EXPECT_DOUBLE_EQ(h.rare_hits, 1);
+  // Without the causal flag (an encoder's view of the same matrix) every query counts.
+  HeadStats all;
+  k.causal = false;
+  all.add(mat({{1, 0, 0, 0}, {0.4, 0.6, 0, 0}, {0.2, 0.1, 0.7, 0}, {0.1, 0.2, 0.3, 0.4}}), k);
+  EXPECT_NEAR(all.confidence(), (0 + 0.6 + 0.7 + 0.4) / 4, 1e-12);
+  EXPECT_DOUBLE_EQ(all.rare_tokens, 4);
 }
 
 TEST(HeadSimilarity, JensenShannonByHand) {

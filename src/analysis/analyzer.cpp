@@ -238,6 +238,7 @@ std::vector<HeadStats> Analyzer::head_stats() {
           } else if (t == AttentionType::kDecSelf) {
             nq = nk = nt;
             k.eos = 0;  // the decoder's special key is BOS, at position 0
+            k.causal = true;
             key_ids = tgt_cpu[i].slice(0, 0, nt);
           } else {
             nq = nt;

@@ -36,7 +36,12 @@ void HeadStats::add(const torch::Tensor& weights, const SentenceKeys& keys) {
       if (p > 0) entropy -= p * std::log(p);
     }
     tokens += 1;
-    max_weight_sum += best_non_eos;
+    // A query that sees no key but EOS/BOS (causal: the first) has no confidence to count.
+    const int64_t visible = keys.causal ? std::min(i + 1, S) : S;
+    if (visible > (keys.eos >= 0 && keys.eos < visible ? 1 : 0)) {
+      confidence_tokens += 1;
+      max_weight_sum += best_non_eos;
+    }
     entropy_sum += entropy;
     if (keys.eos >= 0) eos_sum += a[i][keys.eos];
     if (keys.self) {
@@ -46,7 +51,7 @@ void HeadStats::add(const torch::Tensor& weights, const SentenceKeys& keys) {
       if (i + 1 < S) next_sum += a[i][i + 1];
       argmax_offsets[arg - i] += 1;
     }
-    if (rarest >= 0) {
+    if (rarest >= 0 && rarest < visible) {
       rare_tokens += 1;
       if (arg == rarest) rare_hits += 1;
     }
@@ -73,7 +78,9 @@ torch::Tensor kl_rows(const torch::Tensor& p, const torch::Tensor& m) {
 
 HeadFunctions head_functions(const HeadStats& s, bool self_attention, bool syntactic) {
   HeadFunctions f;
-  f.positional = self_attention && s.positional() && s.top_offset().first != 0;
+  // METHODS.md section 5: at least 90% of the maxima at one fixed relative position, whichever
+  // (in practice -1 or +1; 0, a head attending to its own token, counts too).
+  f.positional = self_attention && s.positional();
   f.rare_token = s.rare_fraction() >= 0.5;
   f.syntactic = syntactic;
   return f;
