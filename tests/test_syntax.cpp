@@ -76,10 +76,11 @@ TEST(Conllu, PiecesMapToTheWordsTheirCharactersBelongTo) {
                                        {"Dios", "creó", "los", "cielos", "."});
   ASSERT_TRUE(map);
   EXPECT_EQ(*map, (std::vector<int64_t>{0, 1, 1, 2, 3, 4}));
-  // A piece across two words belongs to the first; a bare mark belongs to none.
-  const auto joined = map_pieces_to_words({m, "ab", "c"}, {"a", "bc"});
+  // A piece across two words belongs to the first; a bare mark to the word that follows it (METHODS
+  // section 5: attention to a split word sums over its pieces, the mark included), none at the end.
+  const auto joined = map_pieces_to_words({m, "ab", m, "c", m}, {"a", "bc"});
   ASSERT_TRUE(joined);
-  EXPECT_EQ(*joined, (std::vector<int64_t>{-1, 0, 1}));
+  EXPECT_EQ(*joined, (std::vector<int64_t>{0, 0, 1, 1, -1}));
   EXPECT_FALSE(map_pieces_to_words({m + "Dios"}, {"Diós"}));
   EXPECT_FALSE(map_pieces_to_words({m + "Dios"}, {"Dios", "."}));  // words left over
 }

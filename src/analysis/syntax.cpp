@@ -100,7 +100,9 @@ std::optional<std::vector<int64_t>> map_pieces_to_words(const std::vector<std::s
   for (const auto& p : pieces) {
     const auto b = bare(p);
     if (b.empty()) {
-      out.push_back(-1);  // a bare word-start mark: no characters of its own
+      // A bare word-start mark (SentencePiece puts one before digits, punctuation and unknown
+      // characters): part of the word whose characters follow it; none at the very end.
+      out.push_back(pos < joined.size() ? char_word[pos] : -1);
       continue;
     }
     if (joined.compare(pos, b.size(), b) != 0) return std::nullopt;
