@@ -739,3 +739,32 @@ TEST(Cli, TranslateAndEvalWithACheckpoint) {
 
 }  // namespace
 }  // namespace headcount
+
+namespace headcount {
+namespace {
+
+// train.weight_decay and train.clip_norm act on the model's weights, not on a group that is not
+// (the gates): with zero gradients one Adam step with decay 0.1 at rate 0.5 moves a weight of 1.0
+// by Adam's formula (below, by hand) and leaves the gate where it was.
+TEST(Training, WeightDecayAndClippingLeaveGroupsThatAreNotModelWeightsAlone) {
+  auto w = torch::ones({2}, torch::requires_grad());
+  auto g = torch::ones({2}, torch::requires_grad());
+  const std::vector<train::ParamGroup> groups = {{{w}, std::nullopt, true},
+                                                 {{g}, 0.5, /*model_weights=*/false}};
+  auto adam =
+      train::make_adam(groups, torch::optim::AdamOptions(0.5).betas({0.9, 0.98}).weight_decay(0.1));
+  train::set_group_rates(*adam, groups, 0.5);
+  w.mutable_grad() = torch::zeros({2});
+  g.mutable_grad() = torch::zeros({2});
+  adam->step();
+  // Adam with L2 decay: grad' = 0 + 0.1 x 1 = 0.1; m = 0.1 x 0.1 = 0.01, v = 0.02 x 0.01 =
+  // 2e-4; bias-corrected m = 0.1, v = 0.01; step = 0.5 x 0.1 / (0.1 + 1e-8).
+  EXPECT_NEAR(w[0].item<double>(), 1.0 - 0.5 * 0.1 / (0.1 + 1e-8), 1e-6);
+  EXPECT_EQ(g[0].item<double>(), 1.0);
+  const auto clipped = train::clipped_parameters(groups);
+  ASSERT_EQ(clipped.size(), 1u);
+  EXPECT_TRUE(clipped[0].is_same(w));
+}
+
+}  // namespace
+}  // namespace headcount

@@ -190,7 +190,7 @@ std::vector<train::ParamGroup> L0Pruning::parameter_groups(model::Transformer& m
   // The model's trained parts at the scheduled rate, the gates at prune.gate_lr.
   std::vector<train::ParamGroup> groups;
   if (!trained_parameters.empty()) groups.push_back({trained_parameters, std::nullopt});
-  groups.push_back({gates_->parameters(), config_.prune.gate_lr});
+  groups.push_back({gates_->parameters(), config_.prune.gate_lr, /*model_weights=*/false});
   return groups;
 }
 

@@ -47,8 +47,19 @@ double since(Clock::time_point t) {
 std::unique_ptr<torch::optim::Adam> make_adam(const std::vector<ParamGroup>& groups,
                                               const torch::optim::AdamOptions& options) {
   std::vector<torch::optim::OptimizerParamGroup> adam_groups;
-  for (const auto& g : groups) adam_groups.emplace_back(g.params);
+  for (const auto& g : groups) {
+    auto o = std::make_unique<torch::optim::AdamOptions>(options);
+    if (!g.model_weights) o->weight_decay(0.0);
+    adam_groups.emplace_back(g.params, std::move(o));
+  }
   return std::make_unique<torch::optim::Adam>(adam_groups, options);
+}
+
+std::vector<torch::Tensor> clipped_parameters(const std::vector<ParamGroup>& groups) {
+  std::vector<torch::Tensor> out;
+  for (const auto& g : groups)
+    if (g.model_weights) out.insert(out.end(), g.params.begin(), g.params.end());
+  return out;
 }
 
 void set_group_rates(torch::optim::Adam& adam, const std::vector<ParamGroup>& groups,
@@ -575,7 +586,7 @@ void Trainer::apply_update(StepStats& s) {
   for (auto& p : params_) {
     if (p.grad().defined()) p.grad().div_(static_cast<double>(s.tokens));
   }
-  if (t.clip_norm > 0) torch::nn::utils::clip_grad_norm_(params_, t.clip_norm);
+  if (t.clip_norm > 0) torch::nn::utils::clip_grad_norm_(clipped_parameters(groups_), t.clip_norm);
   const int64_t start = extension_ ? extension_->schedule_start() : 0;
   s.lr = scheduled_lr(t.lr_schedule, state_.step + 1 - start, t.lr, t.warmup_steps,
                       t.warmup_init_lr, end_step() - start);

@@ -30,18 +30,25 @@ namespace headcount::train {
 namespace fs = std::filesystem;
 class Trainer;
 
-// One optimizer parameter group: its rate is the schedule's, or fixed.
+// One optimizer parameter group: its rate is the schedule's, or fixed. `model_weights` false: not
+// the model's weights (the gates' log_alpha), which train.weight_decay and train.clip_norm leave
+// alone (the objective stays L_xent + R: no decay toward log_alpha 0, and no clipping that would
+// tie the gates' step to the model's gradient norm).
 struct ParamGroup {
   std::vector<torch::Tensor> params;
   std::optional<double> fixed_lr;
+  bool model_weights = true;
 };
 
 // One Adam over the groups' parameters (a torch group per ParamGroup, in order), and each
-// group's learning rate: its fixed one, or `scheduled`.
+// group's learning rate: its fixed one, or `scheduled`; weight decay (options') only for the
+// groups of model weights.
 std::unique_ptr<torch::optim::Adam> make_adam(const std::vector<ParamGroup>& groups,
                                               const torch::optim::AdamOptions& options);
 void set_group_rates(torch::optim::Adam& adam, const std::vector<ParamGroup>& groups,
                      double scheduled);
+// The parameters train.clip_norm clips together: those of the groups of model weights.
+std::vector<torch::Tensor> clipped_parameters(const std::vector<ParamGroup>& groups);
 
 // A step's regulariser: `term` is added to the per-token objective (undefined: nothing);
 // `constraint` is the value it was built from, handed back to after_step (a Lagrangian method's
