@@ -88,6 +88,7 @@ void Trainer::init() {
                        : std::vector<ParamGroup>{{inputs_.model->parameters(), std::nullopt}};
   params_.clear();
   for (const auto& g : groups_) params_.insert(params_.end(), g.params.begin(), g.params.end());
+  clip_params_ = clipped_parameters(groups_);
   const auto& t = config_.train;
   optimizer_ = make_adam(groups_, torch::optim::AdamOptions(t.lr)
                                       .betas({t.adam_beta1, t.adam_beta2})
@@ -586,7 +587,7 @@ void Trainer::apply_update(StepStats& s) {
   for (auto& p : params_) {
     if (p.grad().defined()) p.grad().div_(static_cast<double>(s.tokens));
   }
-  if (t.clip_norm > 0) torch::nn::utils::clip_grad_norm_(clipped_parameters(groups_), t.clip_norm);
+  if (t.clip_norm > 0) torch::nn::utils::clip_grad_norm_(clip_params_, t.clip_norm);
   const int64_t start = extension_ ? extension_->schedule_start() : 0;
   s.lr = scheduled_lr(t.lr_schedule, state_.step + 1 - start, t.lr, t.warmup_steps,
                       t.warmup_init_lr, end_step() - start);

@@ -128,7 +128,8 @@ class Trainer {
   run::TrainState state_;
   std::unique_ptr<TrainingExtension> extension_;
   std::vector<ParamGroup> groups_;
-  std::vector<torch::Tensor> params_;  // all trained parameters, in group order
+  std::vector<torch::Tensor> params_;       // all trained parameters, in group order
+  std::vector<torch::Tensor> clip_params_;  // those train.clip_norm clips: clipped_parameters
   std::vector<std::vector<int64_t>> batches_;
   std::vector<int64_t> order_;  // this epoch's batch order
   int64_t order_epoch_ = -1;
