@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <limits>
@@ -71,6 +72,8 @@ TEST(Fisher, MatchesPerSentenceGradientsComputedOneSentenceAtATime) {
   // Batched (several sentences per batch, padding), per-sentence gradients through [B, H] masks.
   const auto stats = prune::calibrate(m, examples, types, 40, torch::kCPU, false);
   EXPECT_EQ(stats.sentences, 9);
+  // Only the masks' gradients are taken: the weights' .grad are left as they were (undefined).
+  for (const auto& p : m->parameters()) EXPECT_FALSE(p.grad().defined());
   ASSERT_EQ(stats.fisher.size(), 6u);  // 2 enc_self + 2 dec_self + 2 enc_dec layers
 
   // Reference: one sentence at a time, a plain [H] mask per layer, autograd::grad.
@@ -230,31 +233,73 @@ TEST(Fisher, SearchFindsTheCheapestRemovalUnderEachBudgetByBruteForce) {
             std::string::npos);
 }
 
+// 1_Z^T F 1_Z over the heads `kept` leaves out.
+double removed_loss(const torch::Tensor& f, const std::vector<bool>& kept) {
+  double s = 0;
+  for (size_t i = 0; i < kept.size(); ++i)
+    for (size_t j = 0; j < kept.size(); ++j)
+      if (!kept[i] && !kept[j])
+        s += f[static_cast<int64_t>(i)][static_cast<int64_t>(j)].item<double>();
+  return s;
+}
+
+std::vector<bool> first_kept(int64_t heads, int64_t keep) {
+  std::vector<bool> k(static_cast<size_t>(heads), false);
+  std::fill(k.begin(), k.begin() + keep, true);
+  return k;
+}
+
 TEST(Fisher, RearrangementFindsTheBestSubsetOfALayer) {
   torch::manual_seed(3);
   const auto a = torch::randn({6, 20}, torch::kDouble);
   const auto block = a.matmul(a.t()) / 20;  // a Fisher block is a Gram matrix: PSD
   for (int64_t keep = 0; keep <= 6; ++keep) {
-    const auto got = prune::rearrange_layer(block, keep);
+    const auto got = prune::rearrange_layer(block, first_kept(6, keep));
     EXPECT_EQ(std::count(got.begin(), got.end(), true), keep);
-    auto loss = [&](int mask) {
-      double s = 0;
-      for (int i = 0; i < 6; ++i)
-        for (int j = 0; j < 6; ++j)
-          if (!(mask & (1 << i)) && !(mask & (1 << j))) s += block[i][j].item<double>();
-      return s;
-    };
     double best = std::numeric_limits<double>::infinity();
-    for (int mask = 0; mask < 64; ++mask)
-      if (__builtin_popcount(mask) == keep) best = std::min(best, loss(mask));
-    int got_mask = 0;
-    for (int i = 0; i < 6; ++i) got_mask |= got[static_cast<size_t>(i)] ? (1 << i) : 0;
-    EXPECT_NEAR(loss(got_mask), best, 1e-12) << "keep " << keep;
+    for (int mask = 0; mask < 64; ++mask) {
+      if (__builtin_popcount(mask) != keep) continue;
+      std::vector<bool> kept(6);
+      for (int i = 0; i < 6; ++i) kept[static_cast<size_t>(i)] = (mask >> i) & 1;
+      best = std::min(best, removed_loss(block, kept));
+    }
+    EXPECT_NEAR(removed_loss(block, got), best, 1e-12) << "keep " << keep;
   }
-  // Too many subsets for the exhaustive search (24 choose 12): greedy, still the right count.
-  const auto big = torch::eye(24, torch::kDouble);
-  const auto got = prune::rearrange_layer(big, 12);
-  EXPECT_EQ(std::count(got.begin(), got.end(), true), 12);
+  // Every subset scores the same: the search's choice stays (not the first subset enumerated).
+  const std::vector<bool> start = {false, true, false, true, true, false};
+  EXPECT_EQ(prune::rearrange_layer(torch::ones({6, 6}, torch::kDouble), start), start);
+}
+
+TEST(Fisher, RearrangementOfALargeLayerImprovesOnTheSearchsChoiceBySwaps) {
+  // 24 choose 12 subsets: too many to try, so swaps from the search's choice.
+  torch::manual_seed(5);
+  const auto a = torch::randn({24, 40}, torch::kDouble);
+  const auto block = a.matmul(a.t()) / 40;
+  std::mt19937 rng(11);
+  for (int trial = 0; trial < 3; ++trial) {
+    auto start = first_kept(24, 12);
+    std::shuffle(start.begin(), start.end(), rng);
+    const auto got = prune::rearrange_layer(block, start);
+    EXPECT_EQ(std::count(got.begin(), got.end(), true), 12);
+    const double l = removed_loss(block, got);
+    EXPECT_LT(l, removed_loss(block, start));  // random starts are not local optima here
+    // A local optimum: no swap of a kept and a removed head lowers it.
+    for (size_t i = 0; i < got.size(); ++i) {
+      for (size_t j = 0; j < got.size(); ++j) {
+        if (!got[i] || got[j]) continue;
+        auto swapped = got;
+        swapped[i] = false, swapped[j] = true;
+        EXPECT_GE(removed_loss(block, swapped), l - 1e-9) << "swap " << i << " " << j;
+      }
+    }
+  }
+  // Where the search's choice is already optimal it stays, whatever greedy removal from scratch
+  // would pick: F = diag(d), the removed set with the smallest d is optimal.
+  std::vector<double> d(24);
+  for (size_t i = 0; i < d.size(); ++i) d[i] = 1.0 + static_cast<double>((i * 7) % 24);
+  auto start = std::vector<bool>(24);
+  for (size_t i = 0; i < d.size(); ++i) start[i] = d[i] > 12.5;
+  EXPECT_EQ(prune::rearrange_layer(torch::diag(torch::tensor(d, torch::kDouble)), start), start);
 }
 
 TEST(Fisher, CalibrationGramRefitsAnUnprunedLayerToItself) {
@@ -523,6 +568,29 @@ TEST(Fisher, PruneCommandWritesTheRunFolderOfAnL0Run) {
     }
   }
   EXPECT_TRUE(differs);
+
+  // A latency budget: the pruned model is timed after pruning and recorded beside the limit;
+  // the fraction is the ratio of the two medians of the recorded times. (Timings of a model this
+  // small are noise: the limit 1.0 is always feasible, whatever they say.)
+  c.prune.target_heads = 0;
+  c.prune.latency_fraction = 1.0;
+  c.prune.reconstruct = false;
+  o.run_dir = dir / "fisher-latency";
+  fs::create_directories(o.run_dir);
+  prune::fisher_prune_command(c, o);
+  const auto l = nlohmann::json::parse(io::read_file(o.run_dir / "pruning.json"))["budget"];
+  ASSERT_TRUE(l.contains("latency_fraction_measured")) << l.dump(2);
+  auto median3 = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.at(1);
+  };
+  const auto& times = l["latency_measured_seconds_per_token"];
+  const auto full = times["full"].get<std::vector<double>>();
+  const auto pruned_t = times["pruned"].get<std::vector<double>>();
+  ASSERT_EQ(full.size(), 3u);
+  ASSERT_EQ(pruned_t.size(), 3u);
+  EXPECT_DOUBLE_EQ(l["latency_fraction_measured"].get<double>(), median3(pruned_t) / median3(full));
+  EXPECT_EQ(l["latency_fraction"].get<double>(), 1.0);
 }
 
 TEST(Fisher, BudgetsAreCheckedWhenTheConfigLoads) {
@@ -550,6 +618,14 @@ TEST(Fisher, BudgetsAreCheckedWhenTheConfigLoads) {
               load({"prune.method=fisher", "prune.target_heads_per_type=[4, 48, 48]"});
             }),
             "(no error)");
+  // A refit without a ridge could meet a singular Gram matrix (a head that never fires).
+  EXPECT_NE(testing::error_of([&] {
+              load({"prune.method=fisher", "prune.target_heads=10", "prune.ridge=0"});
+            }).find("prune.ridge: must be greater than 0"),
+            std::string::npos)
+      << testing::error_of([&] {
+           load({"prune.method=fisher", "prune.target_heads=10", "prune.ridge=0"});
+         });
 }
 
 }  // namespace

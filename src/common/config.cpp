@@ -158,6 +158,16 @@ Validator<T> range(T lo, T hi) {
   };
 }
 
+// lo < v <= hi.
+template <typename T>
+Validator<T> above(T lo, T hi) {
+  return [lo, hi](const T& v) -> std::optional<std::string> {
+    if (!(v > lo) || v > hi)
+      return fmt::format("must be greater than {} and at most {}, got {}", lo, hi, v);
+    return std::nullopt;
+  };
+}
+
 Validator<std::string> one_of(std::vector<std::string> choices) {
   return [choices](const std::string& v) -> std::optional<std::string> {
     for (const auto& c : choices) {
@@ -563,7 +573,7 @@ std::vector<Field> prune_fisher_fields() {
           "fisher: one_pass (refit from the unpruned model's activations) | sequential (layer by "
           "layer from the pruned model's own inputs, toward each layer's unpruned output) | "
           "sequential_stream (the same, toward the unpruned residual stream)"),
-      field<double>("prune.ridge", "float", HC_ACCESS(prune.ridge), range(0.0, 1e6),
+      field<double>("prune.ridge", "float", HC_ACCESS(prune.ridge), above(0.0, 1e6),
                     "fisher: ridge of the refit, relative to the mean diagonal of the Gram matrix"),
   };
 }

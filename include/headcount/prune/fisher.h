@@ -10,7 +10,8 @@
 //      count, a count per type, or a cost per head of each type: decoding FLOPs or measured
 //      latency). Costs are uniform within a type, so the search enumerates every (k_t) exactly.
 //   3. mask rearrangement: within each layer, keep the layer's count but choose the subset that
-//      minimises 1_Z^T F_layer 1_Z over the removed set Z (the full block, exhaustively).
+//      minimises 1_Z^T F_layer 1_Z over the removed set Z (the full block: exhaustively up to
+//      20,000 subsets, by swaps from the search's choice beyond; never worse than that choice).
 //   4. reconstruction: refit each pruned layer's output projection W_o and bias b by ridge least
 //      squares, so that the layer's output from its kept heads matches the unpruned layer's on the
 //      calibration tokens (prune.reconstruct_mode one_pass: both computed from the unpruned
@@ -92,9 +93,12 @@ struct SearchBudget {
 std::map<model::AttentionType, int64_t> search_counts(
     const std::map<model::AttentionType, std::vector<double>>& scores, const SearchBudget& budget);
 
-// The `keep` heads of a layer minimising 1_Z^T F 1_Z over the removed set Z (exhaustive up to
-// 20,000 subsets; greedy removal beyond). Returns a keep flag per head.
-std::vector<bool> rearrange_layer(const torch::Tensor& fisher_block, int64_t keep);
+// As many heads of a layer as `start` keeps, chosen to minimise 1_Z^T F 1_Z over the removed set
+// Z: every subset up to 20,000 of them, beyond that swaps of a kept and a removed head from
+// `start` while one lowers it. Never worse than `start`, and `start` itself on ties. Returns a
+// keep flag per head.
+std::vector<bool> rearrange_layer(const torch::Tensor& fisher_block,
+                                  const std::vector<bool>& start);
 
 // `headcount prune` with prune.method fisher: writes the run folder an L0 run writes
 // (config.yaml, metrics.jsonl, head_removal.csv in the order the search removed heads,
