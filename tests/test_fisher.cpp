@@ -372,17 +372,30 @@ TEST(Fisher, SequentialRefitIsTheLeastSquaresFitOnThePrunedModelsOwnInputs) {
         {"dec_self.1", torch::tensor({1.f, 0.f, 0.f, 0.f})},
         {"enc_dec.0", torch::tensor({0.f, 0.f, 0.f, 0.f})},
         {"enc_dec.1", torch::tensor({1.f, 1.f, 0.f, 1.f})}};
-    for (auto mode : {ReconstructMode::kSequential, ReconstructMode::kSequentialStream}) {
-      SCOPED_TRACE(choice_name(mode));
-      auto pruned = prune::prune_heads(reference, values);
+    // The third pass (every_layer) keeps enc_self.1's heads: its inputs drifted (enc_self.0 lost
+    // two), so its refit moves it; every layer is refit.
+    auto values_every = values;
+    values_every.erase("enc_self.1");
+    const std::pair<ReconstructMode, bool> passes[] = {{ReconstructMode::kSequential, false},
+                                                       {ReconstructMode::kSequentialStream, false},
+                                                       {ReconstructMode::kSequential, true}};
+    for (const auto& [mode, every] : passes) {
+      SCOPED_TRACE(fmt::format("{}{}", choice_name(mode), every ? ", every layer" : ""));
+      auto pruned = prune::prune_heads(reference, every ? values_every : values);
       pruned->train();  // the pass switches to eval mode and back
       const auto untouched = projection(pruned->decoder_layers[0]->self_attn);
-      EXPECT_EQ(
-          prune::reconstruct_sequential(pruned, reference, examples, 60, torch::kCPU, 0.0, mode),
-          5);
+      EXPECT_EQ(prune::reconstruct_sequential(pruned, reference, examples, 60, torch::kCPU, 0.0,
+                                              mode, every),
+                every ? 6 : 5);
       EXPECT_TRUE(pruned->is_training());
       pruned->eval();
-      EXPECT_TRUE(torch::equal(projection(pruned->decoder_layers[0]->self_attn), untouched));
+      if (every) {
+        EXPECT_FALSE(torch::allclose(projection(pruned->encoder_layers[1]->self_attn),
+                                     projection(reference->encoder_layers[1]->self_attn), 1e-3,
+                                     1e-4));
+      } else {
+        EXPECT_TRUE(torch::equal(projection(pruned->decoder_layers[0]->self_attn), untouched));
+      }
       if (mode == ReconstructMode::kSequential) {
         // Every refit layer: the least-squares map from the pruned model's kept head outputs
         // (its own forward, earlier layers refit) to the reference layer's output (its forward).
@@ -393,7 +406,7 @@ TEST(Fisher, SequentialRefitIsTheLeastSquaresFitOnThePrunedModelsOwnInputs) {
           const auto r_attns = reference->attention_layers(type);
           for (size_t i = 0; i < p_attns.size(); ++i) {
             const auto key = prune::HeadGatesImpl::key(type, static_cast<int>(i));
-            if (!values.count(key)) continue;
+            if (!values.count(key) && !every) continue;
             SCOPED_TRACE(key);
             const auto y = with_constant(zo.at(key)).matmul(projection(r_attns[i]));
             const auto x = zp.count(key) ? with_constant(zp.at(key))
@@ -618,6 +631,11 @@ TEST(Fisher, BudgetsAreCheckedWhenTheConfigLoads) {
               load({"prune.method=fisher", "prune.target_heads_per_type=[4, 48, 48]"});
             }),
             "(no error)");
+  EXPECT_NE(testing::error_of([&] {
+              load({"prune.method=fisher", "prune.target_heads=10",
+                    "prune.reconstruct_mode=one_pass", "prune.reconstruct_every_layer=true"});
+            }).find("needs prune.reconstruct on and a sequential prune.reconstruct_mode"),
+            std::string::npos);
   // A refit without a ridge could meet a singular Gram matrix (a head that never fires).
   EXPECT_NE(testing::error_of([&] {
               load({"prune.method=fisher", "prune.target_heads=10", "prune.ridge=0"});

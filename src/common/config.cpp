@@ -573,6 +573,10 @@ std::vector<Field> prune_fisher_fields() {
           "fisher: one_pass (refit from the unpruned model's activations) | sequential (layer by "
           "layer from the pruned model's own inputs, toward each layer's unpruned output) | "
           "sequential_stream (the same, toward the unpruned residual stream)"),
+      field<bool>("prune.reconstruct_every_layer", "bool", HC_ACCESS(prune.reconstruct_every_layer),
+                  any<bool>(),
+                  "fisher, sequential modes: also refit the layers that kept every head (toward "
+                  "the same target, correcting the drift of the pruned layers before them)"),
       field<double>("prune.ridge", "float", HC_ACCESS(prune.ridge), above(0.0, 1e6),
                     "fisher: ridge of the refit, relative to the mean diagonal of the Gram matrix"),
   };
@@ -875,6 +879,12 @@ Config ConfigLoader::finish() const {
              "budgets of prune.method fisher, but prune.method is {} (from {})",
              choice_name(p.method), origin("prune.method"));
   }
+  HC_CHECK(!p.reconstruct_every_layer ||
+               (p.reconstruct && p.reconstruct_mode != ReconstructMode::kOnePass),
+           "prune.reconstruct_every_layer (from {}) needs prune.reconstruct on and a sequential "
+           "prune.reconstruct_mode (from {}): one_pass refits every layer from the unpruned "
+           "model's activations, where a layer that kept its heads is already its own fit",
+           origin("prune.reconstruct_every_layer"), origin("prune.reconstruct_mode"));
   HC_CHECK(p.recovery_steps == 0 ||
                (p.method == PruneMethod::kL0 && p.recovery_steps < c.train.max_steps),
            "prune.recovery_steps ({}, from {}) must be below train.max_steps ({}, from {}): the "

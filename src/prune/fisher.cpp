@@ -212,11 +212,12 @@ struct StreamBatch {
 class SequentialPass {
  public:
   SequentialPass(model::Transformer& pruned, model::Transformer& reference, double ridge,
-                 ReconstructMode mode)
+                 ReconstructMode mode, bool every_layer)
       : pruned_(pruned),
         reference_(reference),
         ridge_(ridge),
         mode_(mode),
+        every_layer_(every_layer),
         pre_(reference->config().pre_norm),
         width_(reference->config().d_model) {}
 
@@ -279,13 +280,14 @@ class SequentialPass {
     return (ref ? l.ra : l.pa)->forward(q, memory, bias, nullptr, trace);
   }
 
-  // Refits `l.pa` when it has lost heads, then moves both streams past the sublayer.
+  // Refits `l.pa` when it has lost heads (or always, every_layer_), then moves both streams past
+  // the sublayer.
   void attention(Sublayer l) {
     std::vector<torch::Tensor> ho;
     for (auto& s : batches_) ho.push_back(forward(l, s, true));
     // The pruned layer's merged head outputs per batch, kept to apply the refit W_o to them.
     std::vector<torch::Tensor> zp;
-    if (l.pa->num_heads() < l.ra->num_heads()) zp = refit(l, ho);
+    if (every_layer_ || l.pa->num_heads() < l.ra->num_heads()) zp = refit(l, ho);
     for (size_t i = 0; i < batches_.size(); ++i) {
       auto& s = batches_[i];
       // A refit layer's new output from its recorded heads, as its forward computes it.
@@ -338,6 +340,7 @@ class SequentialPass {
   model::Transformer& reference_;
   const double ridge_;
   const ReconstructMode mode_;
+  const bool every_layer_;
   const bool pre_;
   const int64_t width_;
   std::vector<StreamBatch> batches_;
@@ -365,7 +368,8 @@ void check_pruned_copy(model::Transformer& pruned, model::Transformer& reference
 
 int reconstruct_sequential(model::Transformer& pruned, model::Transformer& reference,
                            const std::vector<data::Example>& examples, int64_t max_tokens,
-                           const torch::Device& device, double ridge, ReconstructMode mode) {
+                           const torch::Device& device, double ridge, ReconstructMode mode,
+                           bool every_layer) {
   HC_CHECK(mode != ReconstructMode::kOnePass, "reconstruct_sequential: mode one_pass");
   HC_CHECK(!examples.empty(), "sequential reconstruction needs at least one sentence");
   check_pruned_copy(pruned, reference);
@@ -373,7 +377,7 @@ int reconstruct_sequential(model::Transformer& pruned, model::Transformer& refer
   const bool pruned_training = pruned->is_training(), reference_training = reference->is_training();
   pruned->eval();
   reference->eval();
-  SequentialPass pass(pruned, reference, ridge, mode);
+  SequentialPass pass(pruned, reference, ridge, mode, every_layer);
   pass.embed(examples, max_tokens, device);
   const int refit = pass.run();
   if (pruned_training) pruned->train();
@@ -931,7 +935,8 @@ model::Transformer FisherPruning::build_pruned(const KeepMap& keep,
   if (p.reconstruct && p.reconstruct_mode != ReconstructMode::kOnePass) {
     const auto t_seq = Clock::now();
     refit = reconstruct_sequential(pruned, inputs_.model, calib, config_.train.max_tokens,
-                                   inputs_.device, p.ridge, p.reconstruct_mode);
+                                   inputs_.device, p.ridge, p.reconstruct_mode,
+                                   p.reconstruct_every_layer);
     seconds_.reconstruct = sequential_seconds = seconds_since(t_seq);
     log::info("fisher: {} reconstruction of {} layers in {:.1f} s", choice_name(p.reconstruct_mode),
               refit, seconds_.reconstruct);

@@ -192,6 +192,10 @@ struct PruneConfig {
   // model's residual stream after the sublayer (also undoing the drift of earlier layers).
   // sequential_stream is the default: the best of the three on the Bible baseline (README).
   ReconstructMode reconstruct_mode = ReconstructMode::kSequentialStream;
+  // Sequential modes: also refit the layers that kept every head, toward the same target (as
+  // Kwon et al.'s mask tuning tunes every layer): corrects the drift the pruned layers before
+  // them caused.
+  bool reconstruct_every_layer = false;
   double ridge = 1e-4;  // refit ridge, relative to the mean diagonal of the layer's Gram matrix
 };
 

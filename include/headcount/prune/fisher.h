@@ -73,9 +73,11 @@ torch::Tensor ridge_solve(torch::Tensor a, const torch::Tensor& c, double ridge)
 // the reference sublayer's output (sequential) or toward the reference's residual stream after
 // the sublayer minus the pruned stream before it (sequential_stream: the sum entering the
 // sublayer's residual connection matches). Returns the number of layers refit.
+// With `every_layer`, the layers that kept every head are refit too, toward the same target.
 int reconstruct_sequential(model::Transformer& pruned, model::Transformer& reference,
                            const std::vector<data::Example>& examples, int64_t max_tokens,
-                           const torch::Device& device, double ridge, ReconstructMode mode);
+                           const torch::Device& device, double ridge, ReconstructMode mode,
+                           bool every_layer = false);
 
 // The budget of the mask search: keep per type at most `limit` = fixed + sum_t k_t cost[t], or
 // with `exact_total` >= 0 exactly that many heads in all, or with `exact_per_type` exactly those.
