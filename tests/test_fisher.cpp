@@ -509,10 +509,15 @@ TEST(Fisher, PruneCommandWritesTheRunFolderOfAnL0Run) {
   c.prune.calibration_sentences = 32;
   c.train.eval_max_sentences = 8;
   train::TrainOptions o;
-  o.run_dir = dir / "fisher";
   o.init_from = base;
-  fs::create_directories(o.run_dir);
-  prune::fisher_prune_command(c, o);
+  // A Fisher run of `c` into dir/NAME; returns its pruning.json.
+  const auto run_fisher = [&](const std::string& name) {
+    o.run_dir = dir / name;
+    fs::create_directories(o.run_dir);
+    prune::fisher_prune_command(c, o);
+    return nlohmann::json::parse(io::read_file(o.run_dir / "pruning.json"));
+  };
+  const auto p = run_fisher("fisher");
   const auto info = run::read_checkpoint_info(o.run_dir / "pruned");
   EXPECT_EQ(info.architecture.total(AttentionType::kEncSelf) +
                 info.architecture.total(AttentionType::kDecSelf) +
@@ -524,7 +529,6 @@ TEST(Fisher, PruneCommandWritesTheRunFolderOfAnL0Run) {
   int ranked = 0;
   for (size_t i = 1; i < rows.size(); ++i) ranked += text::split(rows[i], ',')[3].empty() ? 0 : 1;
   EXPECT_EQ(ranked, 3);
-  const auto p = nlohmann::json::parse(io::read_file(o.run_dir / "pruning.json"));
   EXPECT_EQ(p["method"], "fisher");
   EXPECT_EQ(p["heads_before_e_d_de"], "2/2/2");
   EXPECT_LT(p["parameters_after"].get<int64_t>(), p["parameters_before"].get<int64_t>());
@@ -543,10 +547,7 @@ TEST(Fisher, PruneCommandWritesTheRunFolderOfAnL0Run) {
   c.prune.target_heads = 0;
   c.prune.flops_fraction = 0.9;
   c.prune.reconstruct = false;
-  o.run_dir = dir / "fisher-flops";
-  fs::create_directories(o.run_dir);
-  prune::fisher_prune_command(c, o);
-  const auto q = nlohmann::json::parse(io::read_file(o.run_dir / "pruning.json"));
+  const auto q = run_fisher("fisher-flops");
   EXPECT_LE(q["decode_flops_fraction"].get<double>(), 0.9 + 1e-9);
   EXPECT_EQ(q["layers_refit"].get<int>(), 0);
 
@@ -557,10 +558,7 @@ TEST(Fisher, PruneCommandWritesTheRunFolderOfAnL0Run) {
   c.prune.target_heads = 3;
   c.prune.reconstruct = true;
   c.prune.reconstruct_mode = ReconstructMode::kOnePass;
-  o.run_dir = dir / "fisher-one-pass";
-  fs::create_directories(o.run_dir);
-  prune::fisher_prune_command(c, o);
-  const auto r = nlohmann::json::parse(io::read_file(o.run_dir / "pruning.json"));
+  const auto r = run_fisher("fisher-one-pass");
   EXPECT_EQ(r["reconstruct_mode"], "one_pass");
   EXPECT_EQ(r["layers_refit"], p["layers_refit"]);
   EXPECT_GT(r["layers_refit"].get<int>(), 0);
@@ -588,10 +586,7 @@ TEST(Fisher, PruneCommandWritesTheRunFolderOfAnL0Run) {
   c.prune.target_heads = 0;
   c.prune.latency_fraction = 1.0;
   c.prune.reconstruct = false;
-  o.run_dir = dir / "fisher-latency";
-  fs::create_directories(o.run_dir);
-  prune::fisher_prune_command(c, o);
-  const auto l = nlohmann::json::parse(io::read_file(o.run_dir / "pruning.json"))["budget"];
+  const auto l = run_fisher("fisher-latency")["budget"];
   ASSERT_TRUE(l.contains("latency_fraction_measured")) << l.dump(2);
   auto median3 = [](std::vector<double> v) {
     std::sort(v.begin(), v.end());
@@ -637,13 +632,10 @@ TEST(Fisher, BudgetsAreCheckedWhenTheConfigLoads) {
             }).find("needs prune.reconstruct on and a sequential prune.reconstruct_mode"),
             std::string::npos);
   // A refit without a ridge could meet a singular Gram matrix (a head that never fires).
-  EXPECT_NE(testing::error_of([&] {
-              load({"prune.method=fisher", "prune.target_heads=10", "prune.ridge=0"});
-            }).find("prune.ridge: must be greater than 0"),
-            std::string::npos)
-      << testing::error_of([&] {
-           load({"prune.method=fisher", "prune.target_heads=10", "prune.ridge=0"});
-         });
+  const auto no_ridge = testing::error_of([&] {
+    load({"prune.method=fisher", "prune.target_heads=10", "prune.ridge=0"});
+  });
+  EXPECT_NE(no_ridge.find("prune.ridge: must be greater than 0"), std::string::npos) << no_ridge;
 }
 
 }  // namespace

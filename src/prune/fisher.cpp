@@ -580,6 +580,10 @@ class FisherPruning {
   void write_records(const PruneOutcome& o, const std::string& csv);
 
   std::vector<std::vector<int>> latency_sources() const;
+  // Three rounds of decoding `sources` by each model in turn (after one warm-up decode by each):
+  // seconds per output token, per model and round.
+  std::vector<std::vector<double>> alternating_seconds(
+      std::vector<model::Transformer> models, const std::vector<std::vector<int>>& sources);
   // Seconds per output token of decoding `sources`.
   double decode_seconds(model::Transformer& m, const std::vector<std::vector<int>>& sources);
   double decode_flops(const model::Architecture& a) const;
@@ -788,16 +792,12 @@ nlohmann::ordered_json FisherPruning::measure_latency(
   torch::NoGradGuard no_grad;
   auto& model = inputs_.model;
   const auto sources = latency_sources();
-  std::vector<std::pair<model::AttentionType, model::Transformer>> variants;
-  for (auto type : types_)
-    variants.emplace_back(type, prune_heads(model, values_without(before_, type)));
-  decode_seconds(model, sources);  // warm-up
-  std::vector<double> full_t;
+  std::vector<model::Transformer> models = {model};
+  for (auto type : types_) models.push_back(prune_heads(model, values_without(before_, type)));
+  const auto times = alternating_seconds(models, sources);
+  std::vector<double> full_t = times[0];
   std::map<model::AttentionType, std::vector<double>> var_t;
-  for (int rep = 0; rep < 3; ++rep) {  // alternating, median of three
-    full_t.push_back(decode_seconds(model, sources));
-    for (auto& [type, m] : variants) var_t[type].push_back(decode_seconds(m, sources));
-  }
+  for (size_t i = 0; i < types_.size(); ++i) var_t[types_[i]] = times[i + 1];
   // Seconds per output token, scaled to the full model's output.
   size_t full_tokens = 0;
   auto options = decode::SearchOptions::from(config_.decode);
@@ -833,13 +833,8 @@ nlohmann::ordered_json FisherPruning::measure_latency(
 // full model, median of three, seconds per output token) and recorded beside the limit.
 void FisherPruning::measure_achieved_latency(model::Transformer& pruned, Budget& budget) {
   torch::NoGradGuard no_grad;
-  const auto sources = latency_sources();
-  decode_seconds(pruned, sources);  // warm-up
-  std::vector<double> full_t, pruned_t;
-  for (int rep = 0; rep < 3; ++rep) {
-    full_t.push_back(decode_seconds(inputs_.model, sources));
-    pruned_t.push_back(decode_seconds(pruned, sources));
-  }
+  const auto times = alternating_seconds({inputs_.model, pruned}, latency_sources());
+  const auto &full_t = times[0], &pruned_t = times[1];
   const double fraction = median(pruned_t) / median(full_t);
   const double limit = config_.prune.latency_fraction;
   budget.json["latency_fraction_measured"] = fraction;
@@ -1039,6 +1034,16 @@ void FisherPruning::write_records(const PruneOutcome& o, const std::string& csv)
       "{:.2f} -> {:.2f}; wrote {}",
       o.heads_before, o.heads_after, o.parameters_before, o.parameters_after,
       *o.decode_flops_fraction, o.dev_bleu_start, o.dev_bleu_end, o.pruned_checkpoint);
+}
+
+std::vector<std::vector<double>> FisherPruning::alternating_seconds(
+    std::vector<model::Transformer> models, const std::vector<std::vector<int>>& sources) {
+  for (auto& m : models) decode_seconds(m, sources);  // warm-up
+  std::vector<std::vector<double>> times(models.size());
+  for (int rep = 0; rep < 3; ++rep)
+    for (size_t i = 0; i < models.size(); ++i)
+      times[i].push_back(decode_seconds(models[i], sources));
+  return times;
 }
 
 std::vector<std::vector<int>> FisherPruning::latency_sources() const {
