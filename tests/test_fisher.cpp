@@ -151,9 +151,23 @@ TEST(Fisher, RefitIsTheLeastSquaresSolutionAndReproducesAnUnprunedLayer) {
   const auto zk = z.index_select(1, torch::tensor(cols));
   const auto x = torch::cat({zk, torch::ones({n, 1}, torch::kDouble)}, 1);
   const auto expected = std::get<0>(torch::linalg_lstsq(x, y, {}, {}));  // [10, d]
-  auto [w2, b2] = prune::refit_output_projection(gram, w, b, keep, 0.0);
+  prune::LayerRefit fit{"enc_self.0"};
+  auto [w2, b2] = prune::refit_output_projection(gram, w, b, keep, 0.0, &fit);
   EXPECT_TRUE(torch::allclose(w2.index_select(1, torch::tensor(cols)), expected.slice(0, 0, 9).t(),
                               1e-8, 1e-8));
+  // Its errors against the unpruned output, computed here from the outputs themselves: before,
+  // the kept heads through the old W and b; after, through the refit ones.
+  EXPECT_EQ(fit.layer, "enc_self.0");
+  EXPECT_EQ(fit.heads, 4);
+  EXPECT_EQ(fit.heads_kept, 3);
+  EXPECT_EQ(fit.tokens, n);
+  const double yy = y.pow(2).sum().item<double>();
+  const double before =
+      (zk.matmul(w.index_select(1, torch::tensor(cols)).t()) + b - y).pow(2).sum().item<double>();
+  EXPECT_NEAR(fit.target_sq, yy, 1e-9 * yy);
+  EXPECT_NEAR(fit.error_before, before, 1e-8 * yy);
+  EXPECT_NEAR(fit.error_after, (z.matmul(w2.t()) + b2 - y).pow(2).sum().item<double>(), 1e-8 * yy);
+  EXPECT_LT(fit.error_after, fit.error_before);
   EXPECT_TRUE(torch::allclose(b2, expected[9], 1e-8, 1e-8));
   EXPECT_EQ(w2.slice(1, dh, 2 * dh).abs().max().item<double>(), 0.0);  // removed head's columns
   // Optimality: the residual is orthogonal to every kept input and to the constant.
@@ -384,9 +398,29 @@ TEST(Fisher, SequentialRefitIsTheLeastSquaresFitOnThePrunedModelsOwnInputs) {
       auto pruned = prune::prune_heads(reference, every ? values_every : values);
       pruned->train();  // the pass switches to eval mode and back
       const auto untouched = projection(pruned->decoder_layers[0]->self_attn);
-      EXPECT_EQ(prune::reconstruct_sequential(pruned, reference, examples, 60, torch::kCPU, 0.0,
-                                              mode, every),
-                every ? 6 : 5);
+      std::map<std::string, torch::Tensor> before;  // every layer's [W^T; b^T] before the refit
+      for (auto type : model::kAttentionTypes) {
+        const auto attns = pruned->attention_layers(type);
+        for (size_t i = 0; i < attns.size(); ++i)
+          before[prune::HeadGatesImpl::key(type, static_cast<int>(i))] =
+              projection(attns[i]).clone();
+      }
+      const auto refits = prune::reconstruct_sequential(pruned, reference, examples, 60,
+                                                        torch::kCPU, 0.0, mode, every);
+      ASSERT_EQ(refits.size(), every ? 6u : 5u);
+      // In forward order: encoder layers, then each decoder layer's self- and cross-attention.
+      std::vector<std::string> order;
+      for (const auto& f : refits) order.push_back(f.layer);
+      const std::vector<std::string> expected_order =
+          every ? std::vector<std::string>{"enc_self.0", "enc_self.1", "dec_self.0",
+                                           "enc_dec.0",  "dec_self.1", "enc_dec.1"}
+                : std::vector<std::string>{"enc_self.0", "enc_self.1", "enc_dec.0", "dec_self.1",
+                                           "enc_dec.1"};
+      EXPECT_EQ(order, expected_order);
+      for (const auto& f : refits) {
+        EXPECT_LE(f.error_after, f.error_before * (1 + 1e-9)) << f.layer;  // least squares
+        EXPECT_LT(f.relative_after(), 1.0) << f.layer;
+      }
       EXPECT_TRUE(pruned->is_training());
       pruned->eval();
       if (every) {
@@ -414,6 +448,21 @@ TEST(Fisher, SequentialRefitIsTheLeastSquaresFitOnThePrunedModelsOwnInputs) {
             const auto expected = std::get<0>(torch::linalg_lstsq(x, y, {}, {}));
             EXPECT_TRUE(torch::allclose(projection(p_attns[i]), expected, 1e-3, 1e-4))
                 << (projection(p_attns[i]) - expected).abs().max().item<double>();
+            // The recorded errors, from the outputs computed here: the kept heads through the
+            // layer's W_o before the refit and after it, over the non-padding tokens.
+            const auto f = std::find_if(refits.begin(), refits.end(),
+                                        [&](const auto& r) { return r.layer == key; });
+            ASSERT_NE(f, refits.end());
+            const double yy = y.pow(2).sum().item<double>();
+            const auto sq = [&](const torch::Tensor& s) {
+              return (x.matmul(s) - y).pow(2).sum().item<double>();
+            };
+            EXPECT_EQ(f->heads, r_attns[i]->num_heads());
+            EXPECT_EQ(f->heads_kept, p_attns[i]->num_heads());
+            EXPECT_EQ(f->tokens, y.size(0));
+            EXPECT_NEAR(f->target_sq, yy, 1e-6 * yy);
+            EXPECT_NEAR(f->error_before, sq(before.at(key)), 1e-6 * yy);
+            EXPECT_NEAR(f->error_after, sq(projection(p_attns[i])), 1e-6 * yy);
           }
         }
       } else {
@@ -535,6 +584,23 @@ TEST(Fisher, PruneCommandWritesTheRunFolderOfAnL0Run) {
   EXPECT_LT(p["decode_flops_fraction"].get<double>(), 1.0);
   EXPECT_TRUE(fs::exists(o.run_dir / "summary.json"));
   EXPECT_TRUE(fs::exists(o.run_dir / "README.md"));
+  // Each refit layer's errors are recorded, and read back as written.
+  ASSERT_EQ(p["refits"].size(), p["layers_refit"].get<size_t>());
+  for (const auto& f : p["refits"]) {
+    EXPECT_LE(f["heads_kept"].get<int>(), f["heads"].get<int>());
+    EXPECT_GT(f["tokens"].get<int>(), 0);
+    EXPECT_NEAR(f["relative_error_after"].get<double>(),
+                f["error_after"].get<double>() / f["target_sum_of_squares"].get<double>(), 1e-12);
+  }
+  EXPECT_NE(io::read_file(o.run_dir / "README.md").find("| layer | heads kept | tokens |"),
+            std::string::npos);
+  const auto read = prune::read_prune_outcome(o.run_dir);
+  ASSERT_TRUE(read.fisher.has_value());
+  ASSERT_EQ(read.fisher->refits.size(), p["refits"].size());
+  for (size_t i = 0; i < read.fisher->refits.size(); ++i) {
+    EXPECT_EQ(read.fisher->refits[i].layer, p["refits"][i]["layer"]);
+    EXPECT_EQ(read.fisher->refits[i].error_before, p["refits"][i]["error_before"].get<double>());
+  }
   // The pruned model loads and decodes.
   auto pruned = run::load_model(info, torch::kCPU);
   EXPECT_GT(pruned->parameters().size(), 0u);
@@ -550,6 +616,7 @@ TEST(Fisher, PruneCommandWritesTheRunFolderOfAnL0Run) {
   const auto q = run_fisher("fisher-flops");
   EXPECT_LE(q["decode_flops_fraction"].get<double>(), 0.9 + 1e-9);
   EXPECT_EQ(q["layers_refit"].get<int>(), 0);
+  EXPECT_TRUE(q["refits"].empty());
 
   // The one-pass refit: the same heads as the first run (same calibration and search, which
   // used the default sequential_stream refit), other W_o and biases.
@@ -562,6 +629,9 @@ TEST(Fisher, PruneCommandWritesTheRunFolderOfAnL0Run) {
   EXPECT_EQ(r["reconstruct_mode"], "one_pass");
   EXPECT_EQ(r["layers_refit"], p["layers_refit"]);
   EXPECT_GT(r["layers_refit"].get<int>(), 0);
+  ASSERT_EQ(r["refits"].size(), r["layers_refit"].get<size_t>());
+  for (const auto& f : r["refits"])  // least squares from the Gram matrix: never worse
+    EXPECT_LE(f["error_after"].get<double>(), f["error_before"].get<double>() * (1 + 1e-9));
   EXPECT_EQ(r["heads_after_e_d_de"], p["heads_after_e_d_de"]);
   EXPECT_EQ(io::read_file(o.run_dir / "head_removal.csv"),
             io::read_file(dir / "fisher" / "head_removal.csv"));

@@ -163,11 +163,18 @@ torch::Tensor ridge_solve(torch::Tensor a, const torch::Tensor& c, double ridge)
   return at::linalg_solve(a, c.to(torch::kDouble).cpu());
 }
 
+double residual_sum_of_squares(const torch::Tensor& a, const torch::Tensor& c, double yy,
+                               const torch::Tensor& s) {
+  const double cross = (s * c).sum().item<double>();
+  const double fitted = (s * a.matmul(s)).sum().item<double>();
+  return std::max(0.0, yy - 2 * cross + fitted);
+}
+
 std::pair<torch::Tensor, torch::Tensor> refit_output_projection(const torch::Tensor& gram,
                                                                 const torch::Tensor& weight,
                                                                 const torch::Tensor& bias,
                                                                 const std::vector<bool>& keep,
-                                                                double ridge) {
+                                                                double ridge, LayerRefit* fit) {
   const int64_t heads = static_cast<int64_t>(keep.size());
   const int64_t width = weight.size(1);
   HC_CHECK(heads > 0 && width % heads == 0 && gram.size(0) == width + 1,
@@ -187,8 +194,17 @@ std::pair<torch::Tensor, torch::Tensor> refit_output_projection(const torch::Ten
   const auto full = torch::cat({weight.detach().to(torch::kDouble).cpu().t(),
                                 bias.detach().to(torch::kDouble).cpu().unsqueeze(0)},
                                0);  // [width+1, D]
-  const auto sol = ridge_solve(g.index_select(0, index).index_select(1, index),
-                               g.index_select(0, index).matmul(full), ridge);  // [k+1, D]
+  const auto a = g.index_select(0, index).index_select(1, index);
+  const auto c = g.index_select(0, index).matmul(full);
+  const auto sol = ridge_solve(a, c, ridge);  // [k+1, D]
+  if (fit) {
+    fit->heads = heads;
+    fit->heads_kept = k / dh;
+    fit->tokens = static_cast<int64_t>(std::llround(g[width][width].item<double>()));
+    fit->target_sq = (full * g.matmul(full)).sum().item<double>();
+    fit->error_before = residual_sum_of_squares(a, c, fit->target_sq, full.index_select(0, index));
+    fit->error_after = residual_sum_of_squares(a, c, fit->target_sq, sol);
+  }
   // device: cpu (filled from the host solution; converted to the weight's options on return)
   auto new_weight = torch::zeros({weight.size(0), width}, torch::kDouble);
   if (k > 0) new_weight.index_copy_(1, index.slice(0, 0, k), sol.slice(0, 0, k).t());
@@ -238,12 +254,14 @@ class SequentialPass {
     }
   }
 
-  // Every layer in forward order; returns the number of attention layers refit.
-  int run() {
+  // Every layer in forward order; returns the refit attention layers' errors.
+  std::vector<LayerRefit> run() {
+    using model::AttentionType;
     for (size_t l = 0; l < reference_->encoder_layers.size(); ++l) {
       auto& r = reference_->encoder_layers[l];
       auto& p = pruned_->encoder_layers[l];
-      attention({r->self_attn, p->self_attn, r->self_attn_norm, p->self_attn_norm, true, true});
+      attention({r->self_attn, p->self_attn, r->self_attn_norm, p->self_attn_norm, true, true,
+                 key(AttentionType::kEncSelf, l)});
       feed_forward_both(r, p);
     }
     for (auto& s : batches_) {
@@ -255,20 +273,26 @@ class SequentialPass {
     for (size_t l = 0; l < reference_->decoder_layers.size(); ++l) {
       auto& r = reference_->decoder_layers[l];
       auto& p = pruned_->decoder_layers[l];
-      attention({r->self_attn, p->self_attn, r->self_attn_norm, p->self_attn_norm, false, true});
-      attention(
-          {r->cross_attn, p->cross_attn, r->cross_attn_norm, p->cross_attn_norm, false, false});
+      attention({r->self_attn, p->self_attn, r->self_attn_norm, p->self_attn_norm, false, true,
+                 key(AttentionType::kDecSelf, l)});
+      attention({r->cross_attn, p->cross_attn, r->cross_attn_norm, p->cross_attn_norm, false, false,
+                 key(AttentionType::kEncDec, l)});
       feed_forward_both(r, p);
     }
-    return refit_;
+    return refits_;
   }
 
  private:
+  static std::string key(model::AttentionType type, size_t layer) {
+    return HeadGatesImpl::key(type, static_cast<int>(layer));
+  }
+
   // One attention sublayer of both models: reference (r) and pruned (p).
   struct Sublayer {
     model::MultiheadAttention ra, pa;
     torch::nn::LayerNorm rn, pn;
     bool encoder, self;
+    std::string key;  // "enc_self.0"
   };
 
   // The sublayer's f (before the residual), through the model's own attention and norm placement.
@@ -299,14 +323,15 @@ class SequentialPass {
     }
   }
 
-  // The ridge refit of `l.pa`'s W_o and bias toward the reference outputs `ho`; returns the
-  // pruned layer's merged head outputs per batch.
+  // The ridge refit of `l.pa`'s W_o and bias toward the reference outputs `ho` (its errors
+  // before and after added to refits_); returns the pruned layer's merged head outputs per batch.
   std::vector<torch::Tensor> refit(Sublayer& l, const std::vector<torch::Tensor>& ho) {
     auto& pa = l.pa;
     const int64_t k = pa->num_heads() * pa->head_dim();
     // Normal equations in double on the host, as in calibrate(): z and y are copied there.
     auto a = torch::zeros({k + 1, k + 1}, torch::kDouble);   // device: cpu (host accumulator)
     auto c = torch::zeros({k + 1, width_}, torch::kDouble);  // device: cpu (host accumulator)
+    LayerRefit fit{l.key, pa->num_heads(), l.ra->num_heads()};
     std::vector<torch::Tensor> zp;
     for (size_t i = 0; i < batches_.size(); ++i) {
       auto& s = batches_[i];
@@ -319,13 +344,24 @@ class SequentialPass {
       y = y.reshape({-1, width_}).index_select(0, rows).to(torch::kDouble).cpu();
       a += z.t().matmul(z);
       c += z.t().matmul(y);
+      fit.tokens += rows.numel();
+      fit.target_sq += y.pow(2).sum().item<double>();
     }
     const auto sol = ridge_solve(a, c, ridge_);  // [k+1, D]
+    fit.error_before = residual_sum_of_squares(a, c, fit.target_sq, projection(pa));
+    fit.error_after = residual_sum_of_squares(a, c, fit.target_sq, sol);
     if (k > 0)  // a layer left without heads has no W_o, only its bias
       pa->out_proj_weight.copy_(sol.slice(0, 0, k).t().to(pa->out_proj_weight.options()));
     pa->out_proj_bias.copy_(sol[k].to(pa->out_proj_bias.options()));
-    ++refit_;
+    refits_.push_back(fit);
     return zp;
+  }
+
+  // [W_o^T; b^T] of `a` in double on the host ([k+1, D]; the bias alone without heads).
+  static torch::Tensor projection(const model::MultiheadAttention& a) {
+    const auto b = a->out_proj_bias.detach().to(torch::kDouble).cpu().unsqueeze(0);
+    if (a->num_heads() == 0) return b;
+    return torch::cat({a->out_proj_weight.detach().to(torch::kDouble).cpu().t(), b}, 0);
   }
 
   template <typename Layer>
@@ -344,7 +380,7 @@ class SequentialPass {
   const bool pre_;
   const int64_t width_;
   std::vector<StreamBatch> batches_;
-  int refit_ = 0;
+  std::vector<LayerRefit> refits_;
 };
 
 // `pruned` has the layers of `reference`, each with at most its heads of the same width.
@@ -366,10 +402,12 @@ void check_pruned_copy(model::Transformer& pruned, model::Transformer& reference
 
 }  // namespace
 
-int reconstruct_sequential(model::Transformer& pruned, model::Transformer& reference,
-                           const std::vector<data::Example>& examples, int64_t max_tokens,
-                           const torch::Device& device, double ridge, ReconstructMode mode,
-                           bool every_layer) {
+std::vector<LayerRefit> reconstruct_sequential(model::Transformer& pruned,
+                                               model::Transformer& reference,
+                                               const std::vector<data::Example>& examples,
+                                               int64_t max_tokens, const torch::Device& device,
+                                               double ridge, ReconstructMode mode,
+                                               bool every_layer) {
   HC_CHECK(mode != ReconstructMode::kOnePass, "reconstruct_sequential: mode one_pass");
   HC_CHECK(!examples.empty(), "sequential reconstruction needs at least one sentence");
   check_pruned_copy(pruned, reference);
@@ -379,10 +417,10 @@ int reconstruct_sequential(model::Transformer& pruned, model::Transformer& refer
   reference->eval();
   SequentialPass pass(pruned, reference, ridge, mode, every_layer);
   pass.embed(examples, max_tokens, device);
-  const int refit = pass.run();
+  auto refits = pass.run();
   if (pruned_training) pruned->train();
   if (reference_training) reference->train();
-  return refit;
+  return refits;
 }
 
 std::map<model::AttentionType, int64_t> search_counts(
@@ -541,7 +579,8 @@ struct PruneResult {
   std::vector<Head> all;  // every prunable head
   Budget budget;
   KeepMap keep;
-  int rearranged = 0, refit = 0;
+  int rearranged = 0;
+  std::vector<LayerRefit> refits;
   model::Transformer pruned{nullptr};
 };
 
@@ -570,9 +609,9 @@ class FisherPruning {
   void measure_achieved_latency(model::Transformer& pruned, Budget& budget);
   KeepMap keep_top(const std::vector<Head>& all, const SearchBudget& budget) const;
   int rearrange(KeepMap& keep, const CalibrationStats& stats) const;
-  int refit_one_pass(const KeepMap& keep, const CalibrationStats& stats);
+  std::vector<LayerRefit> refit_one_pass(const KeepMap& keep, const CalibrationStats& stats);
   model::Transformer build_pruned(const KeepMap& keep, const std::vector<data::Example>& calib,
-                                  int& refit);
+                                  std::vector<LayerRefit>& refits);
   train::EvalResult evaluate_pruned(model::Transformer& pruned);
   std::string write_head_removal(const std::vector<Head>& all, const KeepMap& keep,
                                  double& removed_fisher) const;
@@ -661,10 +700,13 @@ PruneResult FisherPruning::prune_model() {
   seconds_.rearrange = seconds_since(t);
   // 4. Reconstruction of every layer that lost a head (one pass; sequential in build_pruned).
   t = Clock::now();
-  r.refit = one_pass_refit ? refit_one_pass(r.keep, r.stats) : 0;
+  if (one_pass_refit) r.refits = refit_one_pass(r.keep, r.stats);
   seconds_.reconstruct = seconds_since(t);
   // 5. The physically smaller model.
-  r.pruned = build_pruned(r.keep, calib, r.refit);
+  r.pruned = build_pruned(r.keep, calib, r.refits);
+  for (const auto& f : r.refits)
+    log::info("fisher: refit {} ({} of {} heads): relative error {:.4f} -> {:.4f} over {} tokens",
+              f.layer, f.heads_kept, f.heads, f.relative_before(), f.relative_after(), f.tokens);
   return r;
 }
 
@@ -886,9 +928,10 @@ int FisherPruning::rearrange(KeepMap& keep, const CalibrationStats& stats) const
   return rearranged;
 }
 
-int FisherPruning::refit_one_pass(const KeepMap& keep, const CalibrationStats& stats) {
+std::vector<LayerRefit> FisherPruning::refit_one_pass(const KeepMap& keep,
+                                                      const CalibrationStats& stats) {
   torch::NoGradGuard no_grad;
-  int refit = 0;
+  std::vector<LayerRefit> refits;
   for (auto type : types_) {
     const auto attns = inputs_.model->attention_layers(type);
     for (size_t l = 0; l < attns.size(); ++l) {
@@ -897,21 +940,22 @@ int FisherPruning::refit_one_pass(const KeepMap& keep, const CalibrationStats& s
       if (it == keep.end() ||
           std::all_of(it->second.begin(), it->second.end(), [](bool b) { return b; }))
         continue;
+      LayerRefit fit{key};
       auto [w, b] =
           refit_output_projection(stats.gram.at(key), attns[l]->out_proj_weight,
-                                  attns[l]->out_proj_bias, it->second, config_.prune.ridge);
+                                  attns[l]->out_proj_bias, it->second, config_.prune.ridge, &fit);
       attns[l]->out_proj_weight.copy_(w);
       attns[l]->out_proj_bias.copy_(b);
-      ++refit;
+      refits.push_back(fit);
     }
   }
-  return refit;
+  return refits;
 }
 
 // Refit layer by layer from its own inputs when sequential; saved as RUN/pruned.
 model::Transformer FisherPruning::build_pruned(const KeepMap& keep,
                                                const std::vector<data::Example>& calib,
-                                               int& refit) {
+                                               std::vector<LayerRefit>& refits) {
   const auto& p = config_.prune;
   const auto t = Clock::now();
   double sequential_seconds = 0;
@@ -929,12 +973,12 @@ model::Transformer FisherPruning::build_pruned(const KeepMap& keep,
   }
   if (p.reconstruct && p.reconstruct_mode != ReconstructMode::kOnePass) {
     const auto t_seq = Clock::now();
-    refit = reconstruct_sequential(pruned, inputs_.model, calib, config_.train.max_tokens,
-                                   inputs_.device, p.ridge, p.reconstruct_mode,
-                                   p.reconstruct_every_layer);
+    refits = reconstruct_sequential(pruned, inputs_.model, calib, config_.train.max_tokens,
+                                    inputs_.device, p.ridge, p.reconstruct_mode,
+                                    p.reconstruct_every_layer);
     seconds_.reconstruct = sequential_seconds = seconds_since(t_seq);
     log::info("fisher: {} reconstruction of {} layers in {:.1f} s", choice_name(p.reconstruct_mode),
-              refit, seconds_.reconstruct);
+              refits.size(), seconds_.reconstruct);
   }
   // (A post-training run has no training state: step 0.)
   run::save_checkpoint(folder_.pruned(), pruned, nullptr, run::TrainState{}, config_,
@@ -1013,7 +1057,8 @@ PruneOutcome FisherPruning::outcome(const PruneResult& r, double removed_fisher)
                            p.reconstruct,
                            p.reconstruct ? std::string(choice_name(p.reconstruct_mode)) : "off",
                            p.ridge,
-                           r.refit,
+                           static_cast<int64_t>(r.refits.size()),
+                           r.refits,
                            seconds_};
   o.pruned_checkpoint = folder_.pruned().string();
   return o;

@@ -57,6 +57,18 @@ void add_fisher_details(const FisherDetails& f, nlohmann::ordered_json& j) {
   j["reconstruct_mode"] = f.reconstruct_mode;
   j["ridge"] = f.ridge;
   j["layers_refit"] = f.layers_refit;
+  auto refits = nlohmann::ordered_json::array();
+  for (const auto& r : f.refits)
+    refits.push_back({{"layer", r.layer},
+                      {"heads_kept", r.heads_kept},
+                      {"heads", r.heads},
+                      {"tokens", r.tokens},
+                      {"target_sum_of_squares", r.target_sq},
+                      {"error_before", r.error_before},
+                      {"error_after", r.error_after},
+                      {"relative_error_before", r.relative_before()},
+                      {"relative_error_after", r.relative_after()}});
+  j["refits"] = refits;
   j["seconds"] = fisher_seconds_json(f.seconds);
 }
 
@@ -73,6 +85,15 @@ FisherDetails read_fisher_details(const nlohmann::ordered_json& j, const std::st
       optional_field<std::string>(j, "reconstruct_mode", file).value_or("one_pass");
   f.ridge = field<double>(j, "ridge", file);
   f.layers_refit = field<int64_t>(j, "layers_refit", file);
+  // Records written before the per-layer errors were kept have no "refits".
+  for (const auto& r : optional_field<nlohmann::ordered_json>(j, "refits", file)
+                           .value_or(nlohmann::ordered_json::array())) {
+    const std::string in = file + ": refits";
+    f.refits.push_back({field<std::string>(r, "layer", in), field<int64_t>(r, "heads_kept", in),
+                        field<int64_t>(r, "heads", in), field<int64_t>(r, "tokens", in),
+                        field<double>(r, "target_sum_of_squares", in),
+                        field<double>(r, "error_before", in), field<double>(r, "error_after", in)});
+  }
   const auto s = field<nlohmann::ordered_json>(j, "seconds", file);
   const std::string in = file + ": seconds";
   f.seconds = {field<double>(s, "pruning", in),        field<double>(s, "calibration", in),
@@ -97,6 +118,21 @@ std::string l0_readme(const PruneOutcome& o) {
       o.parameters_after, o.dev_bleu_end);
 }
 
+// The refit layers' errors as a table (empty without a refit).
+std::string refits_table(const std::vector<LayerRefit>& refits) {
+  if (refits.empty()) return "";
+  std::string md =
+      "Each refit layer's squared error against its target on the calibration tokens, relative "
+      "to the target's sum of squares (pruning.json: refits):\n\n"
+      "| layer | heads kept | tokens | before the refit | after |\n| --- | ---: | ---: | ---: | "
+      "---: "
+      "|\n";
+  for (const auto& r : refits)
+    md += fmt::format("| {} | {} of {} | {} | {:.4f} | {:.4f} |\n", r.layer, r.heads_kept, r.heads,
+                      r.tokens, r.relative_before(), r.relative_after());
+  return md + "\n";
+}
+
 std::string fisher_readme(const PruneOutcome& o) {
   const FisherDetails& f = *o.fisher;
   return fmt::format(
@@ -105,13 +141,14 @@ std::string fisher_readme(const PruneOutcome& o) {
       "{}); {:.1f} s of pruning.\n\n"
       "| | heads (enc / dec / enc-dec) | parameters | decoding FLOPs | dev BLEU |\n"
       "| --- | --- | ---: | ---: | ---: |\n"
-      "| start | {} | {} | 1.000 | {:.2f} |\n| end (pruned/) | {} | {} | {:.3f} | {:.2f} |\n\n"
+      "| start | {} | {} | 1.000 | {:.2f} |\n| end (pruned/) | {} | {} | {:.3f} | {:.2f} |\n\n{}"
       "Heads in the order the search removed them (head_removal.csv: removal_step is the rank, "
       "lowest diagonal Fisher first; kept heads last):\n\n```\n",
       o.init_from, fmt::join(o.attention_gated, ", "), o.budget.value_or(nullptr).dump(),
       f.calibration_sentences, f.rearrange ? "on" : "off", f.reconstruct_mode, f.ridge,
       f.seconds.pruning, o.heads_before, o.parameters_before, o.dev_bleu_start, o.heads_after,
-      o.parameters_after, o.decode_flops_fraction.value_or(0.0), o.dev_bleu_end);
+      o.parameters_after, o.decode_flops_fraction.value_or(0.0), o.dev_bleu_end,
+      refits_table(f.refits));
 }
 
 }  // namespace

@@ -27,6 +27,7 @@
 #include "headcount/common/config.h"
 #include "headcount/data/batching.h"
 #include "headcount/model/transformer.h"
+#include "headcount/prune/outcome.h"
 #include "headcount/train/trainer.h"
 
 namespace headcount::prune {
@@ -51,12 +52,16 @@ CalibrationStats calibrate(model::Transformer& model, const std::vector<data::Ex
 // minimises ||[Z_K, 1] [W_K^T; b^T] - [Z, 1] [W^T; b^T]||^2 + lambda ||W_K||^2 over the
 // calibration tokens, given only their Gram matrix `gram` of [Z, 1] ([H*Dh+1]^2); lambda =
 // `ridge` x the mean diagonal of Z_K's Gram block (the bias is not penalised). Returns the new
-// weight [D, H*Dh] (zero columns for removed heads) and bias [D], in the input's dtype.
-std::pair<torch::Tensor, torch::Tensor> refit_output_projection(const torch::Tensor& gram,
-                                                                const torch::Tensor& weight,
-                                                                const torch::Tensor& bias,
-                                                                const std::vector<bool>& keep,
-                                                                double ridge);
+// weight [D, H*Dh] (zero columns for removed heads) and bias [D], in the input's dtype. With
+// `fit`, also the squared errors against the unpruned layer's output before the refit (the kept
+// heads through W and b) and after it, from the Gram matrix alone (its `layer` is left as is).
+std::pair<torch::Tensor, torch::Tensor> refit_output_projection(
+    const torch::Tensor& gram, const torch::Tensor& weight, const torch::Tensor& bias,
+    const std::vector<bool>& keep, double ridge, LayerRefit* fit = nullptr);
+
+// sum ||Y - X S||^2 over the rows, from a = X^T X, c = X^T Y and yy = sum Y^2 (clamped at 0).
+double residual_sum_of_squares(const torch::Tensor& a, const torch::Tensor& c, double yy,
+                               const torch::Tensor& s);
 
 // Ridge least squares from sufficient statistics: a = [X, 1]^T [X, 1] ([k+1, k+1], the constant
 // last), c = [X, 1]^T Y ([k+1, D]). Returns S [k+1, D] solving (a + lambda diag(1, .., 1, 0)) S
@@ -72,12 +77,14 @@ torch::Tensor ridge_solve(torch::Tensor a, const torch::Tensor& c, double ridge)
 // its kept heads' outputs, computed from its own inputs (earlier layers already refit), toward
 // the reference sublayer's output (sequential) or toward the reference's residual stream after
 // the sublayer minus the pruned stream before it (sequential_stream: the sum entering the
-// sublayer's residual connection matches). Returns the number of layers refit.
+// sublayer's residual connection matches). Returns each refit layer's errors in forward order.
 // With `every_layer`, the layers that kept every head are refit too, toward the same target.
-int reconstruct_sequential(model::Transformer& pruned, model::Transformer& reference,
-                           const std::vector<data::Example>& examples, int64_t max_tokens,
-                           const torch::Device& device, double ridge, ReconstructMode mode,
-                           bool every_layer = false);
+std::vector<LayerRefit> reconstruct_sequential(model::Transformer& pruned,
+                                               model::Transformer& reference,
+                                               const std::vector<data::Example>& examples,
+                                               int64_t max_tokens, const torch::Device& device,
+                                               double ridge, ReconstructMode mode,
+                                               bool every_layer = false);
 
 // The budget of the mask search: keep per type at most `limit` = fixed + sum_t k_t cost[t], or
 // with `exact_total` >= 0 exactly that many heads in all, or with `exact_per_type` exactly those.

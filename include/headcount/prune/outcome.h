@@ -32,6 +32,19 @@ struct FisherSeconds {
   double dev_evaluations = 0;
 };
 
+// Fisher: how well one refit attention layer reproduces its target on the calibration tokens
+// (the non-padding query positions): squared errors summed over the tokens and the model width,
+// before the refit (the kept heads through the layer's old W_o and bias) and after it.
+struct LayerRefit {
+  std::string layer;  // "enc_self.0"
+  int64_t heads_kept = 0, heads = 0;
+  int64_t tokens = 0;
+  double target_sq = 0;  // the target's sum of squares
+  double error_before = 0, error_after = 0;
+  double relative_before() const { return target_sq > 0 ? error_before / target_sq : 0; }
+  double relative_after() const { return target_sq > 0 ? error_after / target_sq : 0; }
+};
+
 // Fisher: what the calibration, the search and the reconstruction did.
 struct FisherDetails {
   int64_t calibration_sentences = 0;
@@ -43,6 +56,7 @@ struct FisherDetails {
   std::string reconstruct_mode;  // prune.reconstruct_mode, "off" without reconstruction
   double ridge = 0;
   int64_t layers_refit = 0;
+  std::vector<LayerRefit> refits;  // one per refit layer (empty in records older than it)
   FisherSeconds seconds;
 };
 
