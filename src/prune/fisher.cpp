@@ -163,6 +163,18 @@ torch::Tensor ridge_solve(torch::Tensor a, const torch::Tensor& c, double ridge)
   return at::linalg_solve(a, c.to(torch::kDouble).cpu());
 }
 
+namespace {
+
+// [W^T; b^T] of an output projection in double on the host ([k+1, D]; the bias alone for a
+// layer left without heads, whose weight is undefined or has no columns).
+torch::Tensor stacked_projection(const torch::Tensor& weight, const torch::Tensor& bias) {
+  const auto b = bias.detach().to(torch::kDouble).cpu().unsqueeze(0);
+  if (!weight.defined() || weight.size(1) == 0) return b;
+  return torch::cat({weight.detach().to(torch::kDouble).cpu().t(), b}, 0);
+}
+
+}  // namespace
+
 double residual_sum_of_squares(const torch::Tensor& a, const torch::Tensor& c, double yy,
                                const torch::Tensor& s) {
   const double cross = (s * c).sum().item<double>();
@@ -191,9 +203,7 @@ std::pair<torch::Tensor, torch::Tensor> refit_output_projection(const torch::Ten
   const auto g = gram.to(torch::kDouble).cpu();
   // The unpruned layer's output is [Z, 1] [W^T; b^T]: its cross-products with the kept inputs
   // come from the Gram matrix alone.
-  const auto full = torch::cat({weight.detach().to(torch::kDouble).cpu().t(),
-                                bias.detach().to(torch::kDouble).cpu().unsqueeze(0)},
-                               0);  // [width+1, D]
+  const auto full = stacked_projection(weight, bias);  // [width+1, D]
   const auto a = g.index_select(0, index).index_select(1, index);
   const auto c = g.index_select(0, index).matmul(full);
   const auto sol = ridge_solve(a, c, ridge);  // [k+1, D]
@@ -348,20 +358,14 @@ class SequentialPass {
       fit.target_sq += y.pow(2).sum().item<double>();
     }
     const auto sol = ridge_solve(a, c, ridge_);  // [k+1, D]
-    fit.error_before = residual_sum_of_squares(a, c, fit.target_sq, projection(pa));
+    fit.error_before = residual_sum_of_squares(
+        a, c, fit.target_sq, stacked_projection(pa->out_proj_weight, pa->out_proj_bias));
     fit.error_after = residual_sum_of_squares(a, c, fit.target_sq, sol);
     if (k > 0)  // a layer left without heads has no W_o, only its bias
       pa->out_proj_weight.copy_(sol.slice(0, 0, k).t().to(pa->out_proj_weight.options()));
     pa->out_proj_bias.copy_(sol[k].to(pa->out_proj_bias.options()));
     refits_.push_back(fit);
     return zp;
-  }
-
-  // [W_o^T; b^T] of `a` in double on the host ([k+1, D]; the bias alone without heads).
-  static torch::Tensor projection(const model::MultiheadAttention& a) {
-    const auto b = a->out_proj_bias.detach().to(torch::kDouble).cpu().unsqueeze(0);
-    if (a->num_heads() == 0) return b;
-    return torch::cat({a->out_proj_weight.detach().to(torch::kDouble).cpu().t(), b}, 0);
   }
 
   template <typename Layer>

@@ -124,9 +124,8 @@ std::string refits_table(const std::vector<LayerRefit>& refits) {
   std::string md =
       "Each refit layer's squared error against its target on the calibration tokens, relative "
       "to the target's sum of squares (pruning.json: refits):\n\n"
-      "| layer | heads kept | tokens | before the refit | after |\n| --- | ---: | ---: | ---: | "
-      "---: "
-      "|\n";
+      "| layer | heads kept | tokens | before the refit | after |\n"
+      "| --- | ---: | ---: | ---: | ---: |\n";
   for (const auto& r : refits)
     md += fmt::format("| {} | {} of {} | {} | {:.4f} | {:.4f} |\n", r.layer, r.heads_kept, r.heads,
                       r.tokens, r.relative_before(), r.relative_after());
