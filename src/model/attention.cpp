@@ -84,7 +84,11 @@ torch::Tensor MultiheadAttentionImpl::forward(const torch::Tensor& query,
   if (num_heads_ == 0) {
     last_weights_ = torch::Tensor();
     last_head_outputs_ = torch::Tensor();
-    return out_proj_bias.expand({B, T, d_model_});  // [B, T, D]
+    // The output projection of no heads: its bias, computed as the projection of an empty input
+    // so that it comes out as a masked layer's would (under autocast in bf16, rounded as there).
+    // (The layer has no weight of its own then: [D, 0].)
+    return torch::linear(query.new_zeros({B, T, 0}), query.new_zeros({d_model_, 0}),
+                         out_proj_bias);  // [B, T, D]
   }
   const int64_t H = num_heads_, Dh = head_dim_, HD = H * Dh;
   // Under bf16 mixed precision (autocast) the projections come out in bf16, and so do the two
