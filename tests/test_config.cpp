@@ -176,7 +176,7 @@ TEST(Config, ChoicesAreEnumsParsedOnceAndWrittenBackByName) {
 }
 
 // configs/bible-prune-target.yaml, layered as its header and the README give it: target mode's
-// recipe (fix at the target, rewind, exact recovery of 1,200 steps within 1,800 at most).
+// recipe (fix at the target, rewind, exact recovery of 2,400 steps within 3,000 at most).
 TEST(Config, TargetRecipeFileLoadsOnTheBibleConfigs) {
   const fs::path configs = testing::source_dir() / "configs";
   ConfigLoader l;
@@ -189,8 +189,8 @@ TEST(Config, TargetRecipeFileLoadsOnTheBibleConfigs) {
   EXPECT_TRUE(c.prune.fix_at_target);
   EXPECT_TRUE(c.prune.rewind);
   EXPECT_TRUE(c.prune.exact_recovery);
-  EXPECT_EQ(c.prune.recovery_steps, 1200);
-  EXPECT_EQ(c.train.max_steps, 1800);
+  EXPECT_EQ(c.prune.recovery_steps, 2400);
+  EXPECT_EQ(c.train.max_steps, 3000);
   EXPECT_EQ(c.prune.target_warmup_steps, 300);
   EXPECT_EQ(c.prune.lagrangian_lr, 0.05);
   EXPECT_EQ(c.prune.lambda, 0.05);  // bible-prune.yaml's, unused in target mode
