@@ -11,6 +11,7 @@
 #include "headcount/common/io.h"
 #include "headcount/common/text.h"
 #include "headcount/eval/significance.h"
+#include "headcount/sweep/report.h"
 #include "test_util.h"
 
 namespace headcount {
@@ -195,6 +196,37 @@ TEST(Significance, ASystemAgainstItselfAndAgainstAPerfectOne) {
   defaults.test = "ar";
   defaults.ci_samples = 0;
   EXPECT_EQ(eval::paired_test(bad, bad, eval::bleu_scorer(bleu), defaults).samples, 10000);
+}
+
+// The reports' paired test of two translation files (`headcount table`, `report`), which keeps each
+// file's n-gram statistics for the process: equal to the test computed from the texts, and a file
+// rewritten between two calls is read again.
+TEST(Significance, ReportsPairedTestOfFilesFollowsTheFilesOnDisk) {
+  const auto c = small_corpus(60);
+  testing::TempDir dir;
+  const auto write = [&](const std::string& name, const std::vector<std::string>& lines) {
+    std::string text;
+    for (const auto& l : lines) text += l + "\n";
+    io::write_file_atomic(dir / name, text);
+    return dir / name;
+  };
+  const auto ref = write("ref.txt", c.ref), base = write("base.txt", c.mid);
+  const eval::Bleu bleu;
+  const auto direct = [&](const std::vector<std::string>& system) {
+    return eval::paired_test(eval::bleu_segment_stats(bleu, c.mid, {c.ref}),
+                             eval::bleu_segment_stats(bleu, system, {c.ref}),
+                             eval::bleu_scorer(bleu))
+        .p_value;
+  };
+  const auto system = write("system.txt", c.mid);
+  EXPECT_EQ(sweep::paired_bleu_p(system, base, ref), 1.0);  // the same translations
+  write("system.txt", c.good);
+  const double p = direct(c.good);
+  EXPECT_LT(p, 1.0);
+  EXPECT_EQ(sweep::paired_bleu_p(system, base, ref), p);
+  EXPECT_EQ(sweep::paired_bleu_p(system, base, ref), p);  // from the kept statistics
+  write("system.txt", c.bad);
+  EXPECT_EQ(sweep::paired_bleu_p(system, base, ref), direct(c.bad));
 }
 
 TEST(Significance, IntervalAsSacrebleusEstimateCi) {

@@ -9,10 +9,12 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include "headcount/analysis/compare.h"
 #include "headcount/analysis/head_table.h"
@@ -1154,6 +1156,49 @@ std::string plots_markdown(const ReportOptions& o, const Report& r) {
   return md + "\n";
 }
 
+// A file as it is on disk now: its path, size and modification time (a rewritten file is another).
+struct FileState {
+  std::string path;
+  uintmax_t size = 0;
+  fs::file_time_type written;
+  bool operator<(const FileState& o) const {
+    return std::tie(path, size, written) < std::tie(o.path, o.size, o.written);
+  }
+};
+
+// None where the file cannot be looked at (it was read a moment ago: then it is simply not cached).
+std::optional<FileState> file_state(const fs::path& p) {
+  std::error_code e1, e2;
+  FileState f{fs::absolute(p).lexically_normal().string(), fs::file_size(p, e1),
+              fs::last_write_time(p, e2)};
+  if (e1 || e2) return std::nullopt;
+  return f;
+}
+
+// BLEU's sentence statistics of a hypothesis file against a reference file, computed once per
+// process for each pair of files as they are on disk: a table pairs each run with several others,
+// and the n-gram counts, not the resampling, are most of a paired test's time.
+std::shared_ptr<const eval::SegmentStats> bleu_stats(const fs::path& hyp_file,
+                                                     const std::vector<std::string>& hyp,
+                                                     const fs::path& ref_file,
+                                                     const std::vector<std::string>& ref) {
+  static std::mutex mutex;
+  static std::map<std::pair<FileState, FileState>, std::shared_ptr<const eval::SegmentStats>> cache;
+  const auto h = file_state(hyp_file), r = file_state(ref_file);
+  const eval::Bleu bleu;
+  if (!h || !r)
+    return std::make_shared<const eval::SegmentStats>(eval::bleu_segment_stats(bleu, hyp, {ref}));
+  const auto key = std::make_pair(*h, *r);
+  {
+    const std::lock_guard lock(mutex);
+    if (const auto it = cache.find(key); it != cache.end()) return it->second;
+  }
+  auto stats =
+      std::make_shared<const eval::SegmentStats>(eval::bleu_segment_stats(bleu, hyp, {ref}));
+  const std::lock_guard lock(mutex);
+  return cache.emplace(key, std::move(stats)).first->second;
+}
+
 }  // namespace
 
 std::optional<double> paired_bleu_p(const fs::path& system, const fs::path& baseline,
@@ -1166,8 +1211,8 @@ std::optional<double> paired_bleu_p(const fs::path& system, const fs::path& base
     return std::nullopt;
   }
   const eval::Bleu bleu;
-  return eval::paired_test(eval::bleu_segment_stats(bleu, *base, {*ref}),
-                           eval::bleu_segment_stats(bleu, *hyp, {*ref}), eval::bleu_scorer(bleu))
+  return eval::paired_test(*bleu_stats(baseline, *base, reference, *ref),
+                           *bleu_stats(system, *hyp, reference, *ref), eval::bleu_scorer(bleu))
       .p_value;
 }
 
