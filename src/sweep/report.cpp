@@ -1184,17 +1184,18 @@ std::shared_ptr<const eval::SegmentStats> bleu_stats(const fs::path& hyp_file,
                                                      const std::vector<std::string>& ref) {
   static std::mutex mutex;
   static std::map<std::pair<FileState, FileState>, std::shared_ptr<const eval::SegmentStats>> cache;
+  const auto compute = [&] {
+    return std::make_shared<const eval::SegmentStats>(
+        eval::bleu_segment_stats(eval::Bleu{}, hyp, {ref}));
+  };
   const auto h = file_state(hyp_file), r = file_state(ref_file);
-  const eval::Bleu bleu;
-  if (!h || !r)
-    return std::make_shared<const eval::SegmentStats>(eval::bleu_segment_stats(bleu, hyp, {ref}));
+  if (!h || !r) return compute();
   const auto key = std::make_pair(*h, *r);
   {
     const std::lock_guard lock(mutex);
     if (const auto it = cache.find(key); it != cache.end()) return it->second;
   }
-  auto stats =
-      std::make_shared<const eval::SegmentStats>(eval::bleu_segment_stats(bleu, hyp, {ref}));
+  auto stats = compute();
   const std::lock_guard lock(mutex);
   return cache.emplace(key, std::move(stats)).first->second;
 }
