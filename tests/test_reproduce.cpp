@@ -106,6 +106,85 @@ TEST(Reproduce, PiecesSectionSumsEachKindAndSpansTheWallClock) {
   EXPECT_FALSE(sweep::parse_utc_clock("yesterday").has_value());
 }
 
+TEST(Reproduce, PiecesSectionNamesTheStretchesOfAResumedExperiment) {
+  TempDir out;
+  fs::create_directories(out.path() / "steps");
+  // 00:00-00:02 and 00:02:30-00:03 (a 30 s gap: one stretch), then a day later 00:00-00:01.
+  io::write_file_atomic(
+      out.path() / "steps" / "a.json",
+      R"({"kind": "prune", "seconds": 120, "finished_at": "2026-01-01 00:02:00"})");
+  io::write_file_atomic(out.path() / "steps" / "b.json",
+                        R"({"kind": "eval", "seconds": 30, "finished_at": "2026-01-01 00:03:00"})");
+  io::write_file_atomic(out.path() / "steps" / "c.json",
+                        R"({"kind": "eval", "seconds": 60, "finished_at": "2026-01-02 00:01:00"})");
+  const std::string md = sweep::pieces_section(out.path());
+  EXPECT_NE(md.find("| all | 3 | 3.5 |\n"), std::string::npos) << md;
+  EXPECT_NE(md.find("Wall clock: 2026-01-01 00:00:00 to 2026-01-02 00:01:00 UTC, 1441.0 minutes, "
+                    "resumed 1 time(s) after a pause: the pieces ran in 2 stretches of 4.0 "
+                    "minutes together: 2026-01-01 00:00:00 to 2026-01-01 00:03:00 (3.0 minutes); "
+                    "2026-01-02 00:00:00 to 2026-01-02 00:01:00 (1.0 minutes)."),
+            std::string::npos)
+      << md;
+}
+
+// A results.json row as the gathering writes it: heads, kind and the changes against its control.
+json goal_row(const std::string& kind, const std::string& heads, double dev, double test) {
+  json r = {{"kind", kind}, {"heads", heads}};
+  if (kind != "baseline") {
+    r["dev_change"] = {{"mean", dev}, {"n", 2}};
+    r["test_change"] = {{"mean", test}, {"n", 2}};
+  }
+  return r;
+}
+
+TEST(Reproduce, GoalsAreReadOnTheSeedsMeansAndNameTheNearestRun) {
+  sweep::ExperimentSpec e;
+  e.goals = {{"controls", "control_gain", "all", 0.3, 0, 0},
+             {"encoder", "removed_within", "enc_self", 0, 0.75, 0.5},
+             {"scratch", "scratch_within", "all", 0, 0, 1.0}};
+  json n = {{"baseline", goal_row("baseline", "48/48/48", 0, 0)},
+            {"all-l0", goal_row("control", "48/48/48", 0.2, -0.1)},
+            // 48 - (10 + 14) / 2 = 36 removed: exactly 75%, but 1.5 below on dev.
+            {"enc-a", goal_row("pruned", "10/48/48, 14/48/48", -1.5, -1.2)},
+            // 46 removed (96%), 0.6 below on test: nearer the goal than enc-a.
+            {"enc-b", goal_row("pruned", "2/48/48", -0.1, -0.6)},
+            // Only 20 removed: not enough, however good.
+            {"enc-c", goal_row("pruned", "28/48/48", +0.3, +0.2)},
+            {"enc-a/scratch", goal_row("scratch", "10/48/48, 14/48/48", -0.8, -1.2)}};
+  std::string md = sweep::goals_section(e, n);
+  EXPECT_NE(md.find("| controls | all-l0: dev +0.20, test -0.10 against the baseline | yes |"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(md.find("| encoder | not within; the nearest: enc-b removes 46 of 48 (96%) at dev "
+                    "-0.10, test -0.60 against its control | no |"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(md.find("| scratch | enc-a/scratch: dev -0.80, test -1.20 against from trained | no |"),
+            std::string::npos)
+      << md;
+  // Within the margin on both splits: met by the run that removes the most among those within.
+  n["enc-b"] = goal_row("pruned", "2/48/48, 3/48/48", -0.4, -0.5);
+  n["enc-a"] = goal_row("pruned", "10/48/48, 14/48/48", -0.1, -0.2);
+  n["all-l0"] = goal_row("control", "48/48/48", 0.4, 0.0);
+  n["enc-a/scratch"] = goal_row("scratch", "10/48/48, 14/48/48", -0.8, -0.9);
+  md = sweep::goals_section(e, n);
+  EXPECT_NE(md.find("| encoder | enc-b removes 45.5 of 48 (95%) at dev -0.40, test -0.50 against "
+                    "its control | yes |"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(md.find("| controls | all-l0: dev +0.40, test +0.00 against the baseline | no |"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(
+      md.find("| scratch | enc-a/scratch: dev -0.80, test -0.90 against from trained | yes |"),
+      std::string::npos)
+      << md;
+  // Malformed heads are not read as a count.
+  n["baseline"] = goal_row("baseline", "48/48", 0, 0);
+  EXPECT_NE(sweep::goals_section(e, n).find("the baseline's heads are not known | no |"),
+            std::string::npos);
+}
+
 TEST(Reproduce, ExperimentFileNamesRunsControlsSeedsAndPlan) {
   TempDir dir;
   const auto base = tiny_base(dir);

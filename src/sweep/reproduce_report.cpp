@@ -12,6 +12,8 @@
 #include <optional>
 #include <set>
 #include <sstream>
+#include <utility>
+#include <vector>
 
 #include "headcount/common/check.h"
 #include "headcount/common/io.h"
@@ -382,9 +384,44 @@ std::optional<std::time_t> parse_utc_clock(const std::string& text) {
   return timegm(&tm);
 }
 
+namespace {
+
+// The wall clock of the pieces: one span, or where the experiment was resumed after a pause (a gap
+// of more than kResumeGap between pieces) the spans it ran in.
+std::string wall_clock_text(std::vector<std::pair<std::time_t, std::time_t>> runs) {
+  constexpr std::time_t kResumeGap = 600;
+  if (runs.empty()) return "";
+  std::sort(runs.begin(), runs.end());
+  std::vector<std::pair<std::time_t, std::time_t>> spans{runs.front()};
+  for (const auto& [begun, done] : runs) {
+    if (begun > spans.back().second + kResumeGap)
+      spans.push_back({begun, done});
+    else
+      spans.back().second = std::max(spans.back().second, done);
+  }
+  const auto minutes = [](std::time_t a, std::time_t b) { return static_cast<double>(b - a) / 60; };
+  const std::time_t start = spans.front().first, end = spans.back().second;
+  std::string t = fmt::format("\nWall clock: {} to {} UTC, {:.1f} minutes", utc_clock(start),
+                              utc_clock(end), minutes(start, end));
+  if (spans.size() == 1) return t + ".\n";
+  double busy = 0;
+  std::string list;
+  for (const auto& [a, b] : spans) {
+    busy += minutes(a, b);
+    list += fmt::format("{}{} to {} ({:.1f} minutes)", list.empty() ? "" : "; ", utc_clock(a),
+                        utc_clock(b), minutes(a, b));
+  }
+  return t + fmt::format(
+                 ", resumed {} time(s) after a pause: the pieces ran in {} stretches of {:.1f} "
+                 "minutes together: {}.\n",
+                 spans.size() - 1, spans.size(), busy, list);
+}
+
+}  // namespace
+
 std::string pieces_section(const fs::path& out) {
   std::map<std::string, std::pair<int, double>> by_kind;  // kind -> (pieces, seconds)
-  std::optional<std::time_t> start, end;
+  std::vector<std::pair<std::time_t, std::time_t>> runs;  // (began, finished)
   for (const json& j : step_markers(out)) {
     const double sec = j.value("seconds", 0.0);
     auto& k = by_kind[j.value("kind", std::string("?"))];
@@ -392,9 +429,7 @@ std::string pieces_section(const fs::path& out) {
     k.second += sec;
     const auto done = parse_utc_clock(j.value("finished_at", std::string()));
     if (!done) continue;
-    const auto begun = *done - static_cast<std::time_t>(std::llround(sec));
-    if (!start || begun < *start) start = begun;
-    if (!end || *done > *end) end = *done;
+    runs.push_back({*done - static_cast<std::time_t>(std::llround(sec)), *done});
   }
   if (by_kind.empty()) return "";
   std::string md =
@@ -409,10 +444,7 @@ std::string pieces_section(const fs::path& out) {
     total += k.second;
   }
   md += fmt::format("| all | {} | {:.1f} |\n", pieces, total / 60);
-  if (start && end)
-    md += fmt::format("\nWall clock: {} to {} UTC, {:.1f} minutes.\n", utc_clock(*start),
-                      utc_clock(*end), static_cast<double>(*end - *start) / 60);
-  return md;
+  return md + wall_clock_text(std::move(runs));
 }
 
 std::string write_seed_report(const ExperimentSpec& e, const fs::path& out) {

@@ -58,6 +58,8 @@ struct ExperimentTarget {
 //   control_gain    the control's change against the baseline is at most `max` (the first split)
 //   removed_within  some run removes at least `fraction` of the heads of `heads_of` (enc_self,
 //                   dec_self, enc_dec or all) within `within` BLEU of its control, on every split
+//                   (heads kept: the mean over the seeds); if none is, the result names the run
+//                   that removes enough with the smallest loss
 //   scratch_within  every from-scratch run is within `within` BLEU of its pruned run, every split
 struct ExperimentGoal {
   std::string text, kind, heads_of = "all";
