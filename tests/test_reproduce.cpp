@@ -232,6 +232,33 @@ TEST(Reproduce, ExperimentFileNamesRunsControlsSeedsAndPlan) {
   EXPECT_EQ(plan.steps[at["seed-1/report"]].deps.size(),
             2u + 6 * 3 + 3 + 3);  // baseline evals, runs + evals, compare + evals, last leg + evals
 
+  // Every piece done but one run (as after a lambda was added to the file): that run, its
+  // evaluations and its seed's report are pending; the other seed's report stays done.
+  fs::create_directories(out / "steps");
+  for (const auto& s : plan.steps) {
+    std::string name = s.id;
+    std::replace(name.begin(), name.end(), '/', '~');
+    if (s.id != "seed-1/enc-l0.1/prune")
+      io::write_file_atomic(out / "steps" / (name + ".json"), "{}");
+  }
+  const std::string table = sweep::plan_table(plan, out, sweep::Rates{});
+  const auto state = [&](const std::string& id) {
+    const size_t at = table.find("\n" + id + " ");
+    if (at == std::string::npos) return std::string("?");
+    const std::string line = table.substr(at + 1, table.find('\n', at + 1) - at - 1);
+    return line.find(" pending ") != std::string::npos ? std::string("pending")
+                                                       : std::string("done");
+  };
+  for (const std::string id : {"seed-1/enc-l0.1/prune", "seed-1/enc-l0.1/eval-dev",
+                               "seed-1/enc-l0.1/eval-test", "seed-1/report"})
+    EXPECT_EQ(state(id), "pending") << id << "\n" << table;
+  for (const std::string id : {"seed-1/enc-l0/prune", "seed-1/all-l1/scratch/leg-10",
+                               "seed-2/enc-l0.1/eval-dev", "seed-2/report"})
+    EXPECT_EQ(state(id), "done") << id << "\n" << table;
+  EXPECT_NE(table.find(fmt::format("{} pieces, {} done", plan.steps.size(), plan.steps.size() - 4)),
+            std::string::npos)
+      << table;
+
   const auto q = sweep::load_experiment(dir / "e.yaml", "quick");
   EXPECT_EQ(q.seeds, 3);
   ASSERT_EQ(q.series.size(), 1u);

@@ -218,6 +218,19 @@ bool step_done(const fs::path& out, const Step& s) {
   return fs::exists(marker(out, s.id), ec);
 }
 
+// Which pieces are done: those with a marker, unless a piece they depend on is not (it runs again,
+// so they do too, as make would have it: a seed's report after a run added to the experiment file,
+// an evaluation after its run's marker was deleted). The plan lists every piece after its deps.
+std::vector<bool> done_pieces(const Plan& plan, const fs::path& out) {
+  std::vector<bool> done(plan.steps.size());
+  for (size_t i = 0; i < plan.steps.size(); ++i) {
+    const Step& s = plan.steps[i];
+    done[i] = step_done(out, s) &&
+              std::all_of(s.deps.begin(), s.deps.end(), [&](size_t d) { return d < i && done[d]; });
+  }
+  return done;
+}
+
 double median(std::vector<double> v) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -307,8 +320,10 @@ std::string plan_table(const Plan& plan, const fs::path& out, const Rates& rates
   std::string t = fmt::format("{:<44} {:<8} {:>7} {:>10}\n", "piece", "kind", "state", "estimate");
   double left = 0, total = 0;
   size_t done = 0;
-  for (const auto& s : plan.steps) {
-    const bool d = step_done(out, s);
+  const auto done_before = done_pieces(plan, out);
+  for (size_t i = 0; i < plan.steps.size(); ++i) {
+    const Step& s = plan.steps[i];
+    const bool d = done_before[i];
     const double est = estimate_seconds(s, rates);
     total += est;
     if (d)
@@ -563,8 +578,13 @@ ReproduceOutcome run_reproduce(const ExperimentSpec& e, const ReproduceOptions& 
                           sweep_manifest(seed_sweep(e, o.out, static_cast<int>(s))).dump(2) + "\n");
   }
   Runner r{plan, o, std::vector<Piece>(plan.steps.size(), Piece::kPending), {}, {}, rates};
-  for (size_t i = 0; i < plan.steps.size(); ++i)
-    if (step_done(o.out, plan.steps[i])) r.state[i] = Piece::kDone, ++r.outcome.skipped;
+  const auto done_before = done_pieces(plan, o.out);
+  for (size_t i = 0; i < plan.steps.size(); ++i) {
+    if (done_before[i])
+      r.state[i] = Piece::kDone, ++r.outcome.skipped;
+    else if (step_done(o.out, plan.steps[i]))
+      log::info("reproduce: {} runs again: a piece it depends on is not done", plan.steps[i].id);
+  }
   const StopSignals stop_signals(StopSignals::Options{.restart = false, .exit_on = 0});
   run_plan(r);
   if (r.outcome.failed == 0 && r.outcome.interrupted == 0 &&
