@@ -78,20 +78,23 @@ profiles:
                      baseline, base.string(), base.string());
 }
 
+// A piece's marker in OUT/steps as `reproduce` writes it: its kind, seconds and end (UTC).
+void write_marker(const fs::path& out, const std::string& name, const std::string& kind,
+                  int seconds, const std::string& finished_at) {
+  io::write_file_atomic(
+      out / "steps" / (name + ".json"),
+      json{{"kind", kind}, {"seconds", seconds}, {"finished_at", finished_at}}.dump());
+}
+
 TEST(Reproduce, PiecesSectionSumsEachKindAndSpansTheWallClock) {
   TempDir out;
   EXPECT_EQ(sweep::pieces_section(out.path()), "");  // no markers: no section
   fs::create_directories(out.path() / "steps");
   // A pruning run of 120 s that ended at 00:02:00 (so began at 00:00:00), an evaluation of 30 s
   // that ended at 00:03:00, another pruning run of 15 s: 135 s of pruning, 165 s in all.
-  io::write_file_atomic(
-      out.path() / "steps" / "a.json",
-      R"({"kind": "prune", "seconds": 120, "finished_at": "2026-01-01 00:02:00"})");
-  io::write_file_atomic(out.path() / "steps" / "b.json",
-                        R"({"kind": "eval", "seconds": 30, "finished_at": "2026-01-01 00:03:00"})");
-  io::write_file_atomic(
-      out.path() / "steps" / "c.json",
-      R"({"kind": "prune", "seconds": 15, "finished_at": "2026-01-01 00:02:20"})");
+  write_marker(out.path(), "a", "prune", 120, "2026-01-01 00:02:00");
+  write_marker(out.path(), "b", "eval", 30, "2026-01-01 00:03:00");
+  write_marker(out.path(), "c", "prune", 15, "2026-01-01 00:02:20");
   const std::string md = sweep::pieces_section(out.path());
   EXPECT_NE(md.find("| eval | 1 | 0.5 |\n| prune | 2 | 2.2 |\n| all | 3 | 2.8 |\n"),
             std::string::npos)
@@ -110,13 +113,9 @@ TEST(Reproduce, PiecesSectionNamesTheStretchesOfAResumedExperiment) {
   TempDir out;
   fs::create_directories(out.path() / "steps");
   // 00:00-00:02 and 00:02:30-00:03 (a 30 s gap: one stretch), then a day later 00:00-00:01.
-  io::write_file_atomic(
-      out.path() / "steps" / "a.json",
-      R"({"kind": "prune", "seconds": 120, "finished_at": "2026-01-01 00:02:00"})");
-  io::write_file_atomic(out.path() / "steps" / "b.json",
-                        R"({"kind": "eval", "seconds": 30, "finished_at": "2026-01-01 00:03:00"})");
-  io::write_file_atomic(out.path() / "steps" / "c.json",
-                        R"({"kind": "eval", "seconds": 60, "finished_at": "2026-01-02 00:01:00"})");
+  write_marker(out.path(), "a", "prune", 120, "2026-01-01 00:02:00");
+  write_marker(out.path(), "b", "eval", 30, "2026-01-01 00:03:00");
+  write_marker(out.path(), "c", "eval", 60, "2026-01-02 00:01:00");
   const std::string md = sweep::pieces_section(out.path());
   EXPECT_NE(md.find("| all | 3 | 3.5 |\n"), std::string::npos) << md;
   EXPECT_NE(md.find("Wall clock: 2026-01-01 00:00:00 to 2026-01-02 00:01:00 UTC, 1441.0 minutes, "
