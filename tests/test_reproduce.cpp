@@ -178,6 +178,12 @@ TEST(Reproduce, GoalsAreReadOnTheSeedsMeansAndNameTheNearestRun) {
       md.find("| scratch | enc-a/scratch: dev -0.80, test -0.90 against from trained | yes |"),
       std::string::npos)
       << md;
+  // Three seeds of a large model: 300.3 heads kept of 1,536 on their mean, 1235.7 removed.
+  n = {{"baseline", goal_row("baseline", "512/512/512", 0, 0)},
+       {"big", goal_row("pruned", "100/100/101, 100/100/100, 100/100/100", -0.1, -0.2)}};
+  e.goals = {{"half", "removed_within", "all", 0, 0.5, 0.5}};
+  EXPECT_NE(sweep::goals_section(e, n).find("big removes 1235.7 of 1536 (80%)"), std::string::npos)
+      << sweep::goals_section(e, n);
   // Malformed heads are not read as a count.
   n["baseline"] = goal_row("baseline", "48/48", 0, 0);
   EXPECT_NE(sweep::goals_section(e, n).find("the baseline's heads are not known | no |"),

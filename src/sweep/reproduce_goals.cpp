@@ -89,6 +89,12 @@ std::string control_gain(const ExperimentGoal& g, const ExperimentSpec& e, const
       met);
 }
 
+// A head count: whole, or a mean over seeds with one decimal.
+std::string count_text(double heads) {
+  return std::abs(heads - std::round(heads)) < 1e-9 ? fmt::format("{:.0f}", heads)
+                                                    : fmt::format("{:.1f}", heads);
+}
+
 // The worst of the splits' changes (nullopt where a split has none).
 std::optional<double> worst_change(const json& row, const std::vector<std::string>& splits) {
   std::optional<double> worst;
@@ -115,9 +121,9 @@ std::string removed_within(const ExperimentGoal& g, const ExperimentSpec& e, con
     if (!k) continue;
     const double fraction = 1 - *k / *total;
     if (fraction < g.fraction) continue;
-    const std::string text =
-        fmt::format("{} removes {:.3g} of {:.0f} ({:.0f}%) at {} against its control", name,
-                    *total - *k, *total, 100 * fraction, changes_text(row, e.splits));
+    const std::string text = fmt::format("{} removes {} of {} ({:.0f}%) at {} against its control",
+                                         name, count_text(*total - *k), count_text(*total),
+                                         100 * fraction, changes_text(row, e.splits));
     if (within(row, e.splits, g.within) && fraction > best_fraction)
       best = text, best_fraction = fraction;
     // A run without a change on some split is the nearest only where no other run removes enough.
