@@ -16,25 +16,19 @@ using json = nlohmann::json;
 // Heads kept of `type` ("all" or a type) from "e/d/de", the mean over the seeds where they
 // differ ("1/15/23, 1/16/26": the goals are read on the seeds' means).
 std::optional<double> kept(const json& row, const std::string& type) {
+  const int at = type == "enc_self" ? 0 : type == "dec_self" ? 1 : type == "enc_dec" ? 2 : -1;
   std::istringstream in(row.value("heads", std::string()));
   double sum = 0;
   int seeds = 0;
-  for (;;) {
+  for (char comma = ','; comma == ','; ++seeds) {
     std::array<double, 3> h{};
     char a = 0, b = 0;
     if (!(in >> h[0] >> a >> h[1] >> b >> h[2]) || a != '/' || b != '/') return std::nullopt;
-    if (type == "enc_self")
-      sum += h[0];
-    else if (type == "dec_self")
-      sum += h[1];
-    else if (type == "enc_dec")
-      sum += h[2];
-    else
-      sum += h[0] + h[1] + h[2];
-    ++seeds;
-    char comma = 0;
-    if (!(in >> comma)) break;
-    if (comma != ',') return std::nullopt;
+    sum += at < 0 ? h[0] + h[1] + h[2] : h[static_cast<size_t>(at)];
+    if (!(in >> comma))
+      comma = 0;  // the end: the last seed's counts
+    else if (comma != ',')
+      return std::nullopt;
   }
   return sum / seeds;
 }
