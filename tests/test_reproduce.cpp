@@ -413,6 +413,28 @@ goals:
   EXPECT_EQ(again.done, 0);
   EXPECT_EQ(static_cast<size_t>(again.skipped), pieces);
 
+  // A run's marker deleted: it resumes its own (finished) folder, and what depends on it runs
+  // again; the from-scratch run built on it starts afresh, its old folder set aside, not resumed.
+  const fs::path run = o.out / "seed-2" / "all-l0.5";
+  fs::remove(o.out / "steps" / "seed-2~all-l0.5~prune.json");
+  const auto redo = sweep::run_reproduce(e, o);
+  ASSERT_EQ(redo.failed, 0);
+  EXPECT_EQ(redo.done, 8);  // the run, 2 evaluations, 2 scratch legs, 2 evaluations, the report
+  EXPECT_EQ(static_cast<size_t>(redo.skipped), pieces - 8);
+  std::vector<fs::path> stale;
+  for (const auto& d : fs::directory_iterator(o.out / "stale")) stale.push_back(d.path());
+  ASSERT_EQ(stale.size(), 1u);
+  EXPECT_TRUE(fs::exists(stale[0] / "seed-2" / "all-l0.5" / "scratch" / "checkpoints" / "last"));
+  EXPECT_TRUE(fs::exists(stale[0] / "steps" / "seed-2~all-l0.5~scratch~leg-10.json"));
+  EXPECT_TRUE(fs::exists(stale[0] / "steps" / "seed-2~report.json"));
+  EXPECT_EQ(step_of(run / "scratch"), 20);
+  const std::string log = io::read_file(run / "scratch" / "log.txt");
+  size_t starts = 0;
+  for (size_t at = 0; (at = log.find("scratch/leg-10 started", at)) != std::string::npos; ++at)
+    ++starts;
+  EXPECT_EQ(starts, 1u) << log;  // a fresh folder: its first leg started once, not resumed
+  EXPECT_FALSE(fs::exists(stale[0] / "seed-2" / "all-l0.5" / "checkpoints"));  // the run stays
+
   // Another budget into the same folder: an error naming a piece, not a mixed table.
   auto other = e;
   other.prune_set.emplace_back("train.max_steps", "12");

@@ -69,6 +69,7 @@ struct PlanBuilder {
       s.args.insert(s.args.end(), {"--out", dir.string()});
       s.log = run::RunFolder{dir}.sweep_log();
       s.deps = deps;
+      if (before == 0) s.fresh_dir = dir;  // the later legs go on in the first leg's folder
       s.train_steps = leg - before;
       before = leg;
       last = add(s);
@@ -131,6 +132,7 @@ void seed_steps(PlanBuilder& b, int seed, size_t baseline, const std::vector<siz
     s.args = job.args;
     s.log = run::RunFolder{job.dir}.sweep_log();
     s.deps = {baseline};
+    s.fresh_dir = job.dir;
     s.train_steps = resolve_point(spec, p).train.max_steps;
     const size_t pr = b.add(s);
     all.push_back(pr);
@@ -157,6 +159,7 @@ void seed_steps(PlanBuilder& b, int seed, size_t baseline, const std::vector<siz
       detail::add_threads(c.args, b.e.prune_set, b.e.target_set, b.threads);
       c.log = run / "compare-ft.log";
       c.deps = {pr};
+      c.fresh_dir = run / "compare-ft";
       c.train_steps = s.train_steps;
       c.splits = 2;  // the masked evaluations of the analysis, about two splits' worth
       const size_t cid = b.add(c);
@@ -229,6 +232,38 @@ std::vector<bool> done_pieces(const Plan& plan, const fs::path& out) {
               std::all_of(s.deps.begin(), s.deps.end(), [&](size_t d) { return d < i && done[d]; });
   }
   return done;
+}
+
+// OUT/stale/20261129T031500Z: where one invocation sets aside what its pieces redo.
+std::string stale_stamp() {
+  std::string t = timestamp();  // "2026-11-29 03:15:00"
+  t.erase(std::remove_if(t.begin(), t.end(), [](char c) { return c == '-' || c == ':'; }), t.end());
+  std::replace(t.begin(), t.end(), ' ', 'T');
+  return t + "Z";
+}
+
+// A done piece that runs again because a piece it depends on is not done: its marker and its run
+// folder (with what lies in it: evaluations, a from-scratch run) move to OUT/stale/STAMP/, so it
+// starts afresh. Nothing is deleted; an interruption after this resumes the fresh run.
+void set_aside(const fs::path& out, const Step& s, const std::string& stamp) {
+  const fs::path stale = out / "stale" / stamp;
+  const auto move = [&](const fs::path& from) {
+    const fs::path rel = from.lexically_relative(out);
+    const fs::path to = stale / (rel.empty() || *rel.begin() == ".." ? from.filename() : rel);
+    fs::create_directories(to.parent_path());
+    fs::rename(from, to);
+    return to;
+  };
+  std::error_code ec;
+  const bool has_dir = !s.fresh_dir.empty() && fs::exists(s.fresh_dir, ec);
+  move(marker(out, s.id));
+  if (has_dir)
+    log::info(
+        "reproduce: {} runs again afresh: a piece it depends on is not done; its run {} is "
+        "now {}",
+        s.id, s.fresh_dir.string(), move(s.fresh_dir).string());
+  else
+    log::info("reproduce: {} runs again: a piece it depends on is not done", s.id);
 }
 
 double median(std::vector<double> v) {
@@ -579,11 +614,12 @@ ReproduceOutcome run_reproduce(const ExperimentSpec& e, const ReproduceOptions& 
   }
   Runner r{plan, o, std::vector<Piece>(plan.steps.size(), Piece::kPending), {}, {}, rates};
   const auto done_before = done_pieces(plan, o.out);
+  const std::string stamp = stale_stamp();
   for (size_t i = 0; i < plan.steps.size(); ++i) {
     if (done_before[i])
       r.state[i] = Piece::kDone, ++r.outcome.skipped;
     else if (step_done(o.out, plan.steps[i]))
-      log::info("reproduce: {} runs again: a piece it depends on is not done", plan.steps[i].id);
+      set_aside(o.out, plan.steps[i], stamp);
   }
   const StopSignals stop_signals(StopSignals::Options{.restart = false, .exit_on = 0});
   run_plan(r);

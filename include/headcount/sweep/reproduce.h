@@ -106,6 +106,11 @@ struct Step {
   std::vector<size_t> deps;  // steps that must be done first
   int64_t train_steps = 0;   // training steps it runs (train, prune, compare's fine-tuning)
   int64_t splits = 0;        // splits it decodes (eval: 1; compare's analysis: about 2)
+  // The run folder the piece trains in (a pruning run, a first training leg, compare's
+  // fine-tuning), empty for the rest: when a piece that was done runs again because one it depends
+  // on is not, this folder and its marker go to OUT/stale/STAMP/, so it starts afresh instead of
+  // resuming the run built on what is being redone.
+  fs::path fresh_dir;
 };
 
 struct Plan {
