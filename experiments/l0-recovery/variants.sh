@@ -20,6 +20,12 @@
 #                 the fine-tuning budget of michel-N-Bx (train.max_steps 1,200 x B + 600)
 #   kd-exact-N-Bx exact-N-Bx with distillation from the unpruned model (prune.distill_weight 0.5,
 #                 temperature 1) in the gated and the rewound steps
+#   lrw-L-Bx      lambda mode with the recipe's rewind: prune.lambda L on all three types for the
+#                 1,200 gated steps of configs/bible-prune.yaml, then the mask fixed (the gates'
+#                 eval values, 0/1), the weights back to the baseline's and 1,200 x B steps
+#                 fine-tuned under it (prune.recovery_steps 1,200 x B, prune.rewind; train.max_steps
+#                 1,200 x (B + 1)); e.g. lrw-0.15-2x (lambda 0.15 kept 70 heads, 4/31/35, in the
+#                 reference table)
 # NAME-sK (e.g. exact-72-1x-s2) runs NAME with seed K.
 # Other variants than exact-* at budgets B > 1 scale their steps as queue.sh does (ramp a quarter
 # of the steps, the latest fixing point at the half).
@@ -46,7 +52,14 @@ for name in "$@"; do
   args=(--set train.max_steps=$steps --set train.eval_every=200 --set prune.target_heads=$n
     --set prune.target_warmup_steps=$ramp --set prune.lagrangian_lr=0.05
     --set prune.recovery_steps=$recovery --set seed=$seed)
+  if [[ $base_name =~ ^lrw-([0-9.]+)-([0-9]+)x$ ]]; then
+    budget=${BASH_REMATCH[2]}
+    args=(--set prune.lambda=${BASH_REMATCH[1]} --set train.max_steps=$((1200 * (budget + 1)))
+      --set train.eval_every=400 --set prune.recovery_steps=$((1200 * budget))
+      --set prune.rewind=true --set seed=$seed)
+  fi
   case $base_name in
+    lrw-*) ;;
     exact-*) args+=(--set prune.fix_at_target=true --set prune.rewind=true --set prune.exact_recovery=true) ;;
     kd-exact-*) args+=(--set prune.fix_at_target=true --set prune.rewind=true --set prune.exact_recovery=true
       --set prune.distill_weight=0.5) ;;
