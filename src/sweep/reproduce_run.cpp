@@ -354,25 +354,29 @@ double estimate_seconds(const Step& s, const Rates& r) {
 std::string plan_table(const Plan& plan, const fs::path& out, const Rates& rates) {
   std::string t = fmt::format("{:<44} {:<8} {:>7} {:>10}\n", "piece", "kind", "state", "estimate");
   double left = 0, total = 0;
-  size_t done = 0;
+  size_t done = 0, again = 0;
   const auto done_before = done_pieces(plan, out);
   for (size_t i = 0; i < plan.steps.size(); ++i) {
     const Step& s = plan.steps[i];
     const bool d = done_before[i];
+    // "again": done before, but a piece it depends on is not (it runs afresh, set_aside).
+    const bool a = !d && step_done(out, s);
     const double est = estimate_seconds(s, rates);
     total += est;
     if (d)
       ++done;
     else
-      left += est;
-    t += fmt::format("{:<44} {:<8} {:>7} {:>10}\n", s.id, s.kind, d ? "done" : "pending",
-                     d ? "-" : log::duration(est));
+      left += est, again += a;
+    t += fmt::format("{:<44} {:<8} {:>7} {:>10}\n", s.id, s.kind,
+                     d ? "done" : (a ? "again" : "pending"), d ? "-" : log::duration(est));
   }
   t += fmt::format(
-      "{} pieces, {} done; estimated {} left of {} in all, one piece at a time ({}: {:.3g} s a "
+      "{} pieces, {} done{}; estimated {} left of {} in all, one piece at a time ({}: {:.3g} s a "
       "pruning step, {:.3g} s a training step, {:.3g} s a split's evaluation)\n",
-      plan.steps.size(), done, log::duration(left), log::duration(total), rates_source(rates),
-      rates.prune_step_s, rates.train_step_s, rates.eval_split_s);
+      plan.steps.size(), done,
+      again ? fmt::format(", {} to run again (a piece they depend on is not done)", again) : "",
+      log::duration(left), log::duration(total), rates_source(rates), rates.prune_step_s,
+      rates.train_step_s, rates.eval_split_s);
   return t;
 }
 
