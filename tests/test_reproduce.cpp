@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <ctime>
 #include <nlohmann/json.hpp>
 
 #include "headcount/common/io.h"
@@ -421,12 +423,23 @@ goals:
   // again; the from-scratch run built on it starts afresh, its old folder set aside, not resumed.
   const fs::path run = o.out / "seed-2" / "all-l0.5";
   fs::remove(o.out / "steps" / "seed-2~all-l0.5~prune.json");
+  // An earlier invocation's set-aside folders of the coming seconds, holding the same path: this
+  // one's go to STAMP-2 beside them.
+  const std::time_t now = std::time(nullptr);
+  for (int k = 0; k < 60; ++k) {
+    std::string t = sweep::utc_clock(now + k);
+    t.erase(std::remove_if(t.begin(), t.end(), [](char c) { return c == '-' || c == ':'; }),
+            t.end());
+    std::replace(t.begin(), t.end(), ' ', 'T');
+    fs::create_directories(o.out / "stale" / (t + "Z") / "seed-2" / "all-l0.5" / "scratch" / "x");
+  }
   const auto redo = sweep::run_reproduce(e, o);
   ASSERT_EQ(redo.failed, 0);
   EXPECT_EQ(redo.done, 8);  // the run, 2 evaluations, 2 scratch legs, 2 evaluations, the report
   EXPECT_EQ(static_cast<size_t>(redo.skipped), pieces - 8);
   std::vector<fs::path> stale;
-  for (const auto& d : fs::directory_iterator(o.out / "stale")) stale.push_back(d.path());
+  for (const auto& d : fs::directory_iterator(o.out / "stale"))
+    if (d.path().filename().string().find("Z-2") != std::string::npos) stale.push_back(d.path());
   ASSERT_EQ(stale.size(), 1u);
   EXPECT_TRUE(fs::exists(stale[0] / "seed-2" / "all-l0.5" / "scratch" / "checkpoints" / "last"));
   EXPECT_TRUE(fs::exists(stale[0] / "steps" / "seed-2~all-l0.5~scratch~leg-10.json"));

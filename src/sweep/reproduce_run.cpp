@@ -234,12 +234,17 @@ std::vector<bool> done_pieces(const Plan& plan, const fs::path& out) {
   return done;
 }
 
-// OUT/stale/20261129T031500Z: where one invocation sets aside what its pieces redo.
-std::string stale_stamp() {
+// OUT/stale/20261129T031500Z: where one invocation sets aside what its pieces redo (with "-2",
+// "-3", ... where an earlier invocation of the same second has that folder).
+std::string stale_stamp(const fs::path& out) {
   std::string t = timestamp();  // "2026-11-29 03:15:00"
   t.erase(std::remove_if(t.begin(), t.end(), [](char c) { return c == '-' || c == ':'; }), t.end());
   std::replace(t.begin(), t.end(), ' ', 'T');
-  return t + "Z";
+  t += "Z";
+  std::error_code ec;
+  std::string stamp = t;
+  for (int k = 2; fs::exists(out / "stale" / stamp, ec); ++k) stamp = fmt::format("{}-{}", t, k);
+  return stamp;
 }
 
 // A done piece that runs again because a piece it depends on is not done: its marker and its run
@@ -618,7 +623,7 @@ ReproduceOutcome run_reproduce(const ExperimentSpec& e, const ReproduceOptions& 
   }
   Runner r{plan, o, std::vector<Piece>(plan.steps.size(), Piece::kPending), {}, {}, rates};
   const auto done_before = done_pieces(plan, o.out);
-  const std::string stamp = stale_stamp();
+  const std::string stamp = stale_stamp(o.out);
   for (size_t i = 0; i < plan.steps.size(); ++i) {
     if (done_before[i])
       r.state[i] = Piece::kDone, ++r.outcome.skipped;
