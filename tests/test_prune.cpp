@@ -331,6 +331,53 @@ TEST(PruneRun, RecoveryTrainsTheWeightsUnderTheFixedFinalMask) {
   EXPECT_NE(e.find("prune.recovery_steps (60, from bad"), std::string::npos) << e;
 }
 
+// Lambda mode with the recipe's rewind (variants.sh lrw-L-Bx): the mask fixed at
+// train.max_steps - recovery_steps is the gates' eval values made 0/1 (a head kept at any
+// strength is kept whole, as the rewound weights were trained with it), the weights there are
+// prune.init_from's, and the export keeps exactly the heads the recovery trained.
+TEST(PruneRun, LambdaModeRewindFixesTheEvalGatesAsAZeroOneMask) {
+  TempDir dir;
+  Config c = baseline(dir);
+  c.prune.lambda = 0.5;
+  c.prune.gate_lr = 0.3;        // a gate can close within the 40 gated steps
+  c.prune.recovery_steps = 20;  // fixed at step 40 of 60
+  c.prune.rewind = true;
+  c.train.keep_last = 10;
+  c.train.save_every = 0;
+  run_prune(c, dir / "l");
+  const auto snapshots = run::read_gates(dir / "l" / "gates.jsonl");
+  const run::GateSnapshot* before = nullptr;  // the last snapshot of the gated steps
+  int kept_at_fix = -1;
+  for (const auto& g : snapshots) {
+    if (g.step < 40) {
+      before = &g;
+      continue;
+    }
+    int kept = 0;
+    for (const auto& h : g.heads) {
+      EXPECT_TRUE(h.gate == 0.0 || h.gate == 1.0) << g.step << " " << h.gate;
+      kept += h.gate == 1.0;
+    }
+    if (kept_at_fix < 0) kept_at_fix = kept;
+    EXPECT_EQ(kept, kept_at_fix) << g.step;  // fixed: the same heads to the end
+  }
+  ASSERT_NE(before, nullptr);
+  ASSERT_GT(kept_at_fix, 0);
+  ASSERT_LT(kept_at_fix, 24) << "no head closed by step 40: the test needs some";
+  // Some kept heads were below full strength before the fix (the eval gate of lambda mode is
+  // fractional), and are whole after it.
+  int fractional = 0;
+  for (const auto& h : before->heads) fractional += h.gate > 0.0 && h.gate < 1.0;
+  EXPECT_GT(fractional, 0) << "step " << before->step;
+  EXPECT_EQ(run::read_checkpoint_info(dir / "l" / "pruned").architecture.total(), kept_at_fix);
+  auto init = run::load_model(run::read_checkpoint_info(c.prune.init_from), torch::kCPU);
+  auto at_fix = run::load_model(run::read_checkpoint_info(dir / "l" / "checkpoints" / "step-40"),
+                                torch::kCPU);
+  const auto want = init->named_parameters();
+  for (const auto& p : at_fix->named_parameters())
+    EXPECT_TRUE(torch::equal(p.value(), want[p.key()])) << p.key();
+}
+
 // prune.rewind: at the fixing point the weights are prune.init_from's again and the learning
 // rate's warm-up starts over; the recovery steps then fine-tune them under the gates' mask.
 TEST(PruneRun, RewindRestartsTheRecoveryFromTheInitWeights) {
