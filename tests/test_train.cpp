@@ -737,6 +737,57 @@ TEST(Cli, TranslateAndEvalWithACheckpoint) {
             0);
 }
 
+// eval --tune-length-penalty: the alpha chosen is the first of the best dev BLEU among separate
+// `eval --split dev --length-penalty A` runs, and the split is scored as `eval --length-penalty`
+// with that alpha scores it.
+TEST(Cli, EvalTunesTheLengthPenaltyOnDev) {
+  TempDir dir;
+  const auto ckpt = train_tiny_model(dir, 60).string();  // under-trained: lengths vary
+  const std::string bin = HEADCOUNT_BINARY;
+  const auto eval = [&](const std::string& args, const std::string& out) {
+    EXPECT_EQ(std::system(fmt::format("{} eval --checkpoint {} --beam 4 {} --out {} > {}.txt 2>&1",
+                                      bin, ckpt, args, (dir / out).string(), (dir / out).string())
+                              .c_str()),
+              0)
+        << io::read_file(dir / (out + ".txt"));
+    return nlohmann::json::parse(io::read_file(dir / out));
+  };
+  const std::vector<std::string> alphas = {"0", "1.5", "4"};
+  std::string want;
+  double best = -1, worst = 101;
+  for (const auto& a : alphas) {
+    const double b =
+        eval("--split dev --length-penalty " + a, "dev-" + a + ".json")["scores"]["ref1"]["bleu"]
+            .get<double>();
+    if (b > best) best = b, want = a;
+    worst = std::min(worst, b);
+  }
+  EXPECT_LT(worst, best) << "the alphas decode alike: the choice would not be tested";
+  const auto tuned = eval("--split test --tune-length-penalty 0,1.5,4", "tuned.json");
+  EXPECT_DOUBLE_EQ(tuned["length_penalty"].get<double>(), std::stod(want));
+  const auto direct = eval("--split test --length-penalty " + want, "direct.json");
+  EXPECT_DOUBLE_EQ(tuned["scores"]["ref1"]["bleu"].get<double>(),
+                   direct["scores"]["ref1"]["bleu"].get<double>());
+  const std::string printed = io::read_file(dir / "tuned.json.txt");
+  EXPECT_NE(printed.find(fmt::format(
+                "dev with length penalty 1.5: BLEU {:.2f}",
+                eval("--split dev --length-penalty 1.5", "again.json")["scores"]["ref1"]["bleu"]
+                    .get<double>())),
+            std::string::npos)
+      << printed;
+  EXPECT_NE(printed.find(fmt::format("length penalty {}: the best dev BLEU", want)),
+            std::string::npos)
+      << printed;
+  // Both ways of setting it at once: a clear error.
+  EXPECT_NE(std::system(fmt::format("{} eval --checkpoint {} --length-penalty 1 "
+                                    "--tune-length-penalty 0,1 > {} 2>&1",
+                                    bin, ckpt, (dir / "both.txt").string())
+                            .c_str()),
+            0);
+  EXPECT_NE(io::read_file(dir / "both.txt").find("give it without --length-penalty"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace headcount
 

@@ -76,6 +76,7 @@ struct EvalArgs {
   std::vector<std::string> refs;
   std::string out;
   std::string hyp_out;
+  std::vector<std::string> tune_length_penalty;  // GNMT alphas to try on dev
 };
 
 void add_eval_args(CLI::App* cmd, EvalArgs& a) {
@@ -87,6 +88,36 @@ void add_eval_args(CLI::App* cmd, EvalArgs& a) {
   cmd->add_option("--ref", a.refs, "Reference file(s) for --src")->check(CLI::ExistingFile);
   cmd->add_option("--out", a.out, "Write the result as JSON here")->check(output_file());
   cmd->add_option("--hyp-out", a.hyp_out, "Write the translations here")->check(output_file());
+  cmd->add_option("--tune-length-penalty", a.tune_length_penalty,
+                  "Decode the dev split with each GNMT alpha listed (e.g. 0.6,1.0,1.4,1.8,2.2), "
+                  "then --split (or --src) with the one of the best dev BLEU (the first of "
+                  "equals); prints every dev score and the choice, which the --out record holds")
+      ->delimiter(',')
+      ->type_name("A,B,...")
+      ->check(fits_config_key("decode.length_penalty"));
+}
+
+// --tune-length-penalty: t decodes with the alpha of the best dev BLEU (the first listed of equal
+// ones), each alpha's dev score printed.
+void tune_length_penalty(decode::Translator& t, const EvalArgs& a) {
+  HC_CHECK(a.decode.flag_values.at("--length-penalty").empty(),
+           "--tune-length-penalty chooses the length penalty on dev: give it without "
+           "--length-penalty");
+  const auto dev = decode::split_inputs(t, "dev", a.decode.sets);
+  HC_CHECK(!dev.references.empty(), "--tune-length-penalty: the dev split has no references");
+  double best_alpha = 0, best = -1;
+  for (const auto& text : a.tune_length_penalty) {
+    t.search.length_penalty = std::stod(text);
+    const auto tr = decode::translate_lines(t, dev.sources, dev.source_name, dev.references);
+    const auto& s = tr.scores.front();
+    std::printf("dev with length penalty %s: BLEU %.2f %s\n", text.c_str(), *s.bleu,
+                s.bleu_verbose.c_str());
+    if (*s.bleu > best) best = *s.bleu, best_alpha = t.search.length_penalty;
+  }
+  t.search.length_penalty = best_alpha;
+  std::printf("length penalty %g: the best dev BLEU (%.2f) of %zu\n", best_alpha, best,
+              a.tune_length_penalty.size());
+  std::fflush(stdout);
 }
 
 void run_eval(const EvalArgs& a) {
@@ -101,6 +132,7 @@ void run_eval(const EvalArgs& a) {
   io::refuse_overwriting({{"--out", a.out}, {"--hyp-out", a.hyp_out}}, inputs);
   io::refuse_writing_into({{"--out", a.out}, {"--hyp-out", a.hyp_out}},
                           {"the checkpoint", a.decode.checkpoint});
+  if (!a.tune_length_penalty.empty()) tune_length_penalty(t, a);
   const auto tr = decode::translate_lines(t, in.sources, in.source_name, in.references);
   if (!a.hyp_out.empty()) io::write_lines_atomic(a.hyp_out, tr.text);
   print_scores(in.data, tr.scores);
