@@ -786,6 +786,13 @@ TEST(Cli, EvalTunesTheLengthPenaltyOnDev) {
             0);
   EXPECT_NE(io::read_file(dir / "both.txt").find("give it without --length-penalty"),
             std::string::npos);
+  EXPECT_NE(std::system(fmt::format("{} eval --checkpoint {} --set decode.length_penalty=1 "
+                                    "--tune-length-penalty 0,1 > {} 2>&1",
+                                    bin, ckpt, (dir / "set.txt").string())
+                            .c_str()),
+            0);
+  EXPECT_NE(io::read_file(dir / "set.txt").find("or --set decode.length_penalty"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -1,4 +1,5 @@
 // headcount translate / eval: decode with a checkpoint; score a split or given files.
+#include <algorithm>
 #include <cstdio>
 #include <map>
 
@@ -100,9 +101,12 @@ void add_eval_args(CLI::App* cmd, EvalArgs& a) {
 // --tune-length-penalty: t decodes with the alpha of the best dev BLEU (the first listed of equal
 // ones), each alpha's dev score printed.
 void tune_length_penalty(decode::Translator& t, const EvalArgs& a) {
-  HC_CHECK(a.decode.flag_values.at("--length-penalty").empty(),
+  const bool set = std::any_of(a.decode.sets.begin(), a.decode.sets.end(), [](const auto& kv) {
+    return kv.rfind("decode.length_penalty=", 0) == 0;
+  });
+  HC_CHECK(a.decode.flag_values.at("--length-penalty").empty() && !set,
            "--tune-length-penalty chooses the length penalty on dev: give it without "
-           "--length-penalty");
+           "--length-penalty or --set decode.length_penalty");
   const auto dev = decode::split_inputs(t, "dev", a.decode.sets);
   HC_CHECK(!dev.references.empty(), "--tune-length-penalty: the dev split has no references");
   double best_alpha = 0, best = -1;
