@@ -73,6 +73,27 @@ TEST(EvalRecord, WritesTheKeysInTheirOrder) {
   EXPECT_EQ(eval::eval_record_from_json(nlohmann::json(j)).provenance, provenance::record());
 }
 
+TEST(EvalRecord, KeepsTheLengthPenaltyTuningAfterTheChoice) {
+  auto r = sample();
+  r.length_penalty_tuning = {{0.6, 30.5}, {1.0, 31.25}};
+  r.length_penalty = 1.0;
+  const auto j = to_json(r);
+  EXPECT_EQ(j.at("length_penalty_tuning").dump(),
+            R"([{"length_penalty":0.6,"dev_bleu":30.5},{"length_penalty":1.0,"dev_bleu":31.25}])");
+  auto keys = std::vector<std::string>{};
+  for (const auto& [k, v] : j.items()) keys.push_back(k);
+  EXPECT_EQ(keys.at(5), "length_penalty_tuning");  // right after length_penalty
+  auto back = eval_record_from_json(nlohmann::json(j));
+  ASSERT_EQ(back.length_penalty_tuning.size(), 2u);
+  EXPECT_EQ(back.length_penalty_tuning[1].length_penalty, 1.0);
+  EXPECT_EQ(back.length_penalty_tuning[1].dev_bleu, 31.25);
+  // An entry missing a number is skipped, not read as zero.
+  back = eval_record_from_json(nlohmann::json::parse(
+      R"({"length_penalty_tuning": [{"length_penalty": 0.6}, {"length_penalty": 1, "dev_bleu": 2}]})"));
+  ASSERT_EQ(back.length_penalty_tuning.size(), 1u);
+  EXPECT_EQ(back.length_penalty_tuning[0].dev_bleu, 2.0);
+}
+
 TEST(EvalRecord, ReadsBackWhatItWrote) {
   const auto path = std::filesystem::temp_directory_path() / "headcount_test_eval_record.json";
   auto written = sample();

@@ -766,7 +766,15 @@ TEST(Cli, EvalTunesTheLengthPenaltyOnDev) {
       << "the alphas decode alike: the choice would not be tested";
   const auto tuned = eval("--split test --tune-length-penalty 0,1.5,4", "tuned.json");
   EXPECT_DOUBLE_EQ(tuned["length_penalty"].get<double>(), std::stod(want));
+  // The record keeps every alpha tried with its dev score, in the order given.
+  ASSERT_EQ(tuned["length_penalty_tuning"].size(), alphas.size()) << tuned.dump(2);
+  for (size_t i = 0; i < alphas.size(); ++i) {
+    const auto& t = tuned["length_penalty_tuning"][i];
+    EXPECT_DOUBLE_EQ(t["length_penalty"].get<double>(), std::stod(alphas[i]));
+    EXPECT_DOUBLE_EQ(t["dev_bleu"].get<double>(), dev[alphas[i]]) << alphas[i];
+  }
   const auto direct = eval("--split test --length-penalty " + want, "direct.json");
+  EXPECT_FALSE(direct.contains("length_penalty_tuning"));  // given, not tuned
   EXPECT_DOUBLE_EQ(tuned["scores"]["ref1"]["bleu"].get<double>(),
                    direct["scores"]["ref1"]["bleu"].get<double>());
   const std::string printed = io::read_file(dir / "tuned.json.txt");

@@ -92,15 +92,17 @@ void add_eval_args(CLI::App* cmd, EvalArgs& a) {
   cmd->add_option("--tune-length-penalty", a.tune_length_penalty,
                   "Decode the dev split with each GNMT alpha listed (e.g. 0.6,1.0,1.4,1.8,2.2), "
                   "then --split (or --src) with the one of the best dev BLEU (the first of "
-                  "equals); prints every dev score and the choice, which the --out record holds")
+                  "equals); prints every dev score and the choice, and the --out record holds "
+                  "both (length_penalty_tuning, length_penalty)")
       ->delimiter(',')
       ->type_name("A,B,...")
       ->check(fits_config_key("decode.length_penalty"));
 }
 
 // --tune-length-penalty: t decodes with the alpha of the best dev BLEU (the first listed of equal
-// ones), each alpha's dev score printed.
-void tune_length_penalty(decode::Translator& t, const EvalArgs& a) {
+// ones), each alpha's dev score printed and returned in the order tried.
+std::vector<eval::EvalRecord::TunedPenalty> tune_length_penalty(decode::Translator& t,
+                                                                const EvalArgs& a) {
   const bool set = std::any_of(a.decode.sets.begin(), a.decode.sets.end(), [](const auto& kv) {
     return kv.rfind("decode.length_penalty=", 0) == 0;
   });
@@ -110,18 +112,21 @@ void tune_length_penalty(decode::Translator& t, const EvalArgs& a) {
   const auto dev = decode::split_inputs(t, "dev", a.decode.sets);
   HC_CHECK(!dev.references.empty(), "--tune-length-penalty: the dev split has no references");
   double best_alpha = 0, best = -1;
+  std::vector<eval::EvalRecord::TunedPenalty> tried;
   for (const auto& text : a.tune_length_penalty) {
     t.search.length_penalty = std::stod(text);
     const auto tr = decode::translate_lines(t, dev.sources, dev.source_name, dev.references);
     const auto& s = tr.scores.front();
     std::printf("dev with length penalty %s: BLEU %.2f %s\n", text.c_str(), *s.bleu,
                 s.bleu_verbose.c_str());
+    tried.push_back({t.search.length_penalty, *s.bleu});
     if (*s.bleu > best) best = *s.bleu, best_alpha = t.search.length_penalty;
   }
   t.search.length_penalty = best_alpha;
   std::printf("length penalty %g: the best dev BLEU (%.2f) of %zu\n", best_alpha, best,
               a.tune_length_penalty.size());
   std::fflush(stdout);
+  return tried;
 }
 
 void run_eval(const EvalArgs& a) {
@@ -136,12 +141,15 @@ void run_eval(const EvalArgs& a) {
   io::refuse_overwriting({{"--out", a.out}, {"--hyp-out", a.hyp_out}}, inputs);
   io::refuse_writing_into({{"--out", a.out}, {"--hyp-out", a.hyp_out}},
                           {"the checkpoint", a.decode.checkpoint});
-  if (!a.tune_length_penalty.empty()) tune_length_penalty(t, a);
+  const auto tuning = a.tune_length_penalty.empty() ? std::vector<eval::EvalRecord::TunedPenalty>{}
+                                                    : tune_length_penalty(t, a);
   const auto tr = decode::translate_lines(t, in.sources, in.source_name, in.references);
   if (!a.hyp_out.empty()) io::write_lines_atomic(a.hyp_out, tr.text);
   print_scores(in.data, tr.scores);
-  if (!a.out.empty())
-    eval::write_eval_record(a.out, decode::eval_record(t, a.decode.checkpoint, in, tr, a.hyp_out));
+  if (a.out.empty()) return;
+  auto record = decode::eval_record(t, a.decode.checkpoint, in, tr, a.hyp_out);
+  record.length_penalty_tuning = tuning;
+  eval::write_eval_record(a.out, record);
 }
 
 }  // namespace

@@ -45,6 +45,9 @@ nlohmann::ordered_json to_json(const EvalRecord& r) {
   j["sentences"] = r.sentences;
   j["beam"] = r.beam;
   j["length_penalty"] = r.length_penalty;
+  for (const auto& t : r.length_penalty_tuning)
+    j["length_penalty_tuning"].push_back(
+        nlohmann::ordered_json{{"length_penalty", t.length_penalty}, {"dev_bleu", t.dev_bleu}});
   j["precision"] = r.precision;
   j["device"] = r.device;
   j["heads_e_d_de"] = r.heads_e_d_de;
@@ -106,6 +109,13 @@ EvalRecord eval_record_from_json(const nlohmann::json& j) {
   read_field(j, "sentences", r.sentences);
   read_field(j, "beam", r.beam);
   read_field(j, "length_penalty", r.length_penalty);
+  if (const auto it = j.find("length_penalty_tuning"); it != j.end() && it->is_array()) {
+    for (const auto& t : *it) {
+      const auto alpha = t.is_object() ? read_number(t, "length_penalty") : std::nullopt;
+      const auto bleu = t.is_object() ? read_number(t, "dev_bleu") : std::nullopt;
+      if (alpha && bleu) r.length_penalty_tuning.push_back({*alpha, *bleu});
+    }
+  }
   read_field(j, "precision", r.precision);
   if (j.contains("provenance") && j["provenance"].is_object()) r.provenance = j["provenance"];
   read_field(j, "device", r.device);

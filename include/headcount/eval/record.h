@@ -34,6 +34,13 @@ struct EvalRecord {
   uint64_t sentences = 0;
   int beam = 0;
   double length_penalty = 0;
+  // `eval --tune-length-penalty`: each GNMT alpha tried and its dev BLEU, in the order tried
+  // (length_penalty is the choice); empty when the penalty was given.
+  struct TunedPenalty {
+    double length_penalty = 0;
+    double dev_bleu = 0;
+  };
+  std::vector<TunedPenalty> length_penalty_tuning;
   std::string precision;  // fp32 | bf16: BLEU differs slightly between them
   std::string device;
   std::string heads_e_d_de;
