@@ -111,7 +111,6 @@ std::vector<eval::EvalRecord::TunedPenalty> tune_length_penalty(decode::Translat
            "--length-penalty or --set decode.length_penalty");
   const auto dev = decode::split_inputs(t, "dev", a.decode.sets);
   HC_CHECK(!dev.references.empty(), "--tune-length-penalty: the dev split has no references");
-  double best_alpha = 0, best = -1;
   std::vector<eval::EvalRecord::TunedPenalty> tried;
   for (const auto& text : a.tune_length_penalty) {
     t.search.length_penalty = std::stod(text);
@@ -120,11 +119,14 @@ std::vector<eval::EvalRecord::TunedPenalty> tune_length_penalty(decode::Translat
     std::printf("dev with length penalty %s: BLEU %.2f %s\n", text.c_str(), *s.bleu,
                 s.bleu_verbose.c_str());
     tried.push_back({t.search.length_penalty, *s.bleu});
-    if (*s.bleu > best) best = *s.bleu, best_alpha = t.search.length_penalty;
   }
-  t.search.length_penalty = best_alpha;
-  std::printf("length penalty %g: the best dev BLEU (%.2f) of %zu\n", best_alpha, best,
-              a.tune_length_penalty.size());
+  // std::max_element returns the first of equal maxima.
+  const auto best = *std::max_element(tried.begin(), tried.end(), [](const auto& x, const auto& y) {
+    return x.dev_bleu < y.dev_bleu;
+  });
+  t.search.length_penalty = best.length_penalty;
+  std::printf("length penalty %g: the best dev BLEU (%.2f) of %zu\n", best.length_penalty,
+              best.dev_bleu, tried.size());
   std::fflush(stdout);
   return tried;
 }

@@ -111,8 +111,8 @@ EvalRecord eval_record_from_json(const nlohmann::json& j) {
   read_field(j, "length_penalty", r.length_penalty);
   if (const auto it = j.find("length_penalty_tuning"); it != j.end() && it->is_array()) {
     for (const auto& t : *it) {
-      const auto alpha = t.is_object() ? read_number(t, "length_penalty") : std::nullopt;
-      const auto bleu = t.is_object() ? read_number(t, "dev_bleu") : std::nullopt;
+      if (!t.is_object()) continue;
+      const auto alpha = read_number(t, "length_penalty"), bleu = read_number(t, "dev_bleu");
       if (alpha && bleu) r.length_penalty_tuning.push_back({*alpha, *bleu});
     }
   }
