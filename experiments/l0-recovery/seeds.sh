@@ -46,8 +46,17 @@ control() {  # BUDGET
 
 michel() {  # N BUDGET
   local b=$2 name=michel-$1-$2x$(suffix "$2") run=$records/recovery-$1-1x
-  # Michel's heads depend neither on the budget nor on the seed: computed once per seed folder.
-  local c=$R/michel-$1-1x-s$seed-compare
+  # Michel's heads depend neither on the budget nor on the seed (the importance is measured on
+  # all dev verses with the baseline, without sampling): computed once for every seed. Earlier
+  # versions of this script kept one folder per seed (michel-N-1x-sSEED-compare); one is reused.
+  local c=$R/michel-$1-compare old
+  if [ ! -e "$c" ]; then
+    for old in "$R"/michel-$1-1x-s*-compare; do
+      if [ -f "$old/compare.json" ]; then
+        rm -rf "$c.tmp" && cp -r "$old" "$c.tmp" && mv "$c.tmp" "$c" && break
+      fi
+    done
+  fi
   if [ ! -f "$c/compare.json" ]; then
     echo "$(date -u +%FT%TZ) $name: Michel's heads"
     "$B" analyze compare --checkpoint $base --run "$run" --split dev --sentences 0 --beam 4 \
