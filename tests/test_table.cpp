@@ -433,9 +433,82 @@ TEST(Table, SeedTablesGiveTheMeanAndSpreadAndPairTheSeedsInOrder) {
   e = err("    seeds: [best, worse]\n");
   EXPECT_NE(e.find("tables: s: seeds: expected a map of rows"), std::string::npos) << e;
   e = err("    seeds: {a: [best]}\n    rows: [best]\n");
-  EXPECT_NE(e.find("or seeds (a map of rows to their runs, one per seed), one of them"),
+  EXPECT_NE(e.find("seeds (a map of rows to their runs, one per seed) or goals (a list of goals "
+                   "checked on the runs), one of them"),
             std::string::npos)
       << e;
+}
+
+TEST(Table, GoalTablesJudgeTheMeanPairedChangeAgainstTheBound) {
+  Fixture f;
+  // Each fixture run scores the same on dev and test: best 40.5, worse 12.0, same 12.25, nohyp
+  // 11.0. One run on each side: worse - nohyp = +1.00 (nohyp kept no translations: no p-value),
+  // which meets "at least 1" and not "above 1"; best - worse = +28.50 with a bootstrap p-value.
+  // Seeds: [best, worse] - [same] = 28.25 and -0.25 (+14.00 ± 20.15, p 0.506, as the seed table's
+  // test derives); [same, same] - [worse, nohyp] = 0.25 and 1.25: mean 0.75, sd 0.71, t = 0.75 /
+  // (0.7071 / sqrt(2)) = 1.5 with 1 degree of freedom, p = 1 - 2 atan(1.5) / pi = 0.374.
+  const std::string md = sweep::render_tables(sweep::load_table_spec(f.spec(
+      "runs:\n  best: records/best\n  worse: records/worse\n  same: records/same\n"
+      "  nohyp: records/nohyp\n"
+      "tables:\n  - title: goals\n    goals:\n"
+      "      - {goal: g1, runs: [worse], against: [nohyp], split: dev, at_least: 1}\n"
+      "      - {goal: g2, runs: [worse], against: [nohyp], split: test, above: 1.0}\n"
+      "      - {goal: g3, runs: [best], against: [worse], split: dev, at_least: -0.5}\n"
+      "      - {goal: g4, runs: [best, worse], against: [same], split: test, at_least: 14}\n"
+      "      - {goal: g5, runs: [same, same], against: [worse, nohyp], split: dev, above: 0.75}\n"
+      "      - {goal: g6, runs: [same, same], against: [worse, nohyp], split: dev, above: 0}\n")));
+  EXPECT_NE(md.find("| goal | runs | against | split | change | needed | met |\n| --- | --- | --- "
+                    "| --- | ---: | ---: | ---: |"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(md.find("| g1 | worse | nohyp | dev | +1.00 | ≥ +1.00 | yes |"), std::string::npos)
+      << md;
+  EXPECT_NE(md.find("| g2 | worse | nohyp | test | +1.00 | > +1.00 | no |"), std::string::npos)
+      << md;
+  EXPECT_NE(md.find("| g3 | best | worse | dev | +28.50 (p "), std::string::npos) << md;
+  EXPECT_NE(md.find(") | ≥ -0.50 | yes |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| g4 | best, worse | same | test | +14.00 ± 20.15 (p 0.506), 2 pairs | ≥ "
+                    "+14.00 | yes |"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(md.find("| g5 | same, same | worse, nohyp | dev | +0.75 ± 0.71 (p 0.374), 2 pairs | "
+                    "> +0.75 | no |"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(md.find("| g6 | same, same | worse, nohyp | dev | +0.75 ± 0.71 (p 0.374), 2 pairs | "
+                    "> +0.00 | yes |"),
+            std::string::npos)
+      << md;
+
+  auto err = [&](const std::string& goal) {
+    return error_of([&] {
+      sweep::load_table_spec(
+          f.spec("runs:\n  best: records/best\n  worse: records/worse\n"
+                 "tables:\n  - title: s\n    goals:\n      - " +
+                 goal + "\n"));
+    });
+  };
+  std::string e = err("{goal: a, runs: [best], against: [worse], split: dev}");
+  EXPECT_NE(e.find("tables: s: goals: a: expected at_least"), std::string::npos) << e;
+  e = err("{goal: a, runs: [best], against: [worse], split: dev, at_least: 0, above: 0}");
+  EXPECT_NE(e.find("or above (it must exceed it), one of them"), std::string::npos) << e;
+  e = err("{goal: a, runs: [best], against: [worse], split: dev, at_least: half}");
+  EXPECT_NE(e.find("tables: s: goals: a: at_least: expected a number of BLEU points (-0.5), got "
+                   "'half'"),
+            std::string::npos)
+      << e;
+  e = err("{goal: a, runs: [best], against: [worse], split: train, at_least: 0}");
+  EXPECT_NE(e.find("tables: s: goals: a: split: 'train' is not one of the splits (dev, test)"),
+            std::string::npos)
+      << e;
+  e = err("{goal: a, runs: [best, nope], against: [worse], split: dev, at_least: 0}");
+  EXPECT_NE(e.find("tables: s: goals: a: runs: 'nope' is not one of the file's runs"),
+            std::string::npos)
+      << e;
+  e = err("{goal: a, runs: [best], split: dev, at_least: 0}");
+  EXPECT_NE(e.find("tables: s: goals: a: expected against"), std::string::npos) << e;
+  e = err("{goal: a, runs: [best], against: [worse], split: dev, at_least: 0, by: 1}");
+  EXPECT_NE(e.find("unknown key 'by'"), std::string::npos) << e;
 }
 
 TEST(Table, MalformedFilesAreClearErrors) {

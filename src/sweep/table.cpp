@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
+#include <cstdlib>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -156,10 +158,12 @@ std::string difference(const Evaluation& run, const Evaluation& other) {
   return p ? cell + fmt::format(" (p {:.3f})", *p) : cell;
 }
 
-// A table's title and the header of its columns (the first two left-aligned, the rest figures).
-std::string table_head(const std::string& title, const std::vector<std::string>& head) {
+// A table's title and the header of its columns (the first `texts` left-aligned, the rest
+// figures).
+std::string table_head(const std::string& title, const std::vector<std::string>& head,
+                       size_t texts = 2) {
   std::string out = fmt::format("### {}\n\n| {} |\n|", title, fmt::join(head, " | "));
-  for (size_t i = 0; i < head.size(); ++i) out += i < 2 ? " --- |" : " ---: |";
+  for (size_t i = 0; i < head.size(); ++i) out += i < texts ? " --- |" : " ---: |";
   return out + "\n";
 }
 
@@ -349,6 +353,47 @@ std::string seed_table(const TableSpec& spec, const TableSpec::Table& t, Evaluat
          "first K are paired.\n";
 }
 
+// A goal's change and the mean it is judged on (none without values): with one run on each side
+// their difference with the paired bootstrap p-value, otherwise the seeds' paired differences.
+std::pair<std::string, std::optional<double>> goal_change(const TableSpec::Goal& g,
+                                                          Evaluations& evals) {
+  if (g.runs.size() == 1 && g.against.size() == 1) {
+    const Evaluation& a = evals.of(g.runs.front(), g.split);
+    const Evaluation& b = evals.of(g.against.front(), g.split);
+    const auto x = first_score(a.record, false), y = first_score(b.record, false);
+    if (!x || !y) return {"-", std::nullopt};
+    return {difference(a, b), *x - *y};
+  }
+  const SeedStats d = seed_stats(paired_differences(seed_scores(g.runs, g.split, evals),
+                                                    seed_scores(g.against, g.split, evals)));
+  if (d.n == 0) return {"-", std::nullopt};
+  return {seed_vs(g.runs, g.against, g.split, evals) + fmt::format(", {} pairs", d.n), d.mean};
+}
+
+std::string goal_table(const TableSpec::Table& t, Evaluations& evals) {
+  std::string out =
+      table_head(t.title, {"goal", "runs", "against", "split", "change", "needed", "met"}, 4);
+  for (const auto& g : t.goals) {
+    std::vector<std::string> runs, against;
+    for (const auto& r : g.runs) runs.push_back(evals.shown(r));
+    for (const auto& r : g.against) against.push_back(evals.shown(r));
+    const auto [change, mean] = goal_change(g, evals);
+    // Compared at the printed precision: a change shown as -0.50 meets "at least -0.50".
+    const double m = mean ? std::round(*mean * 100) / 100 : 0, b = std::round(g.bound * 100) / 100;
+    const char* met = !mean ? "missing" : (g.strict ? m > b : m >= b) ? "yes" : "no";
+    out +=
+        fmt::format("| {} | {} | {} | {} | {} | {} {:+.2f} | {} |\n", g.text, fmt::join(runs, ", "),
+                    fmt::join(against, ", "), g.split, change, g.strict ? ">" : "≥", g.bound, met);
+  }
+  return out +
+         "\nA change over several seeds: the mean ± standard deviation of the paired differences "
+         "(the i-th run with the i-th; a single run is paired with each) with the two-sided "
+         "p-value of a paired t test over the seeds; with one run on each side, the difference "
+         "with the paired bootstrap p-value over the split's sentences. A goal is met where the "
+         "mean change, to two decimals, reaches the bound; the p-value says how far noise could "
+         "account for it.\n";
+}
+
 std::string figure_table(const TableSpec& spec, const TableSpec::Table& t) {
   std::string out = table_head(t.title, {"figure", "source", "value"});
   const fs::path base = spec.file.parent_path();
@@ -490,17 +535,59 @@ void read_seed_table(const YAML::Node& t, const fs::path& file, const std::set<s
              where(file, t["against"]), against, a);
 }
 
+// A table of goals: `goals: [{goal, runs, against, split, at_least | above}]`.
+void read_goals(const YAML::Node& node, const fs::path& file, const std::set<std::string>& known,
+                TableSpec::Table& table) {
+  const std::string key = "tables: " + table.title + ": goals";
+  HC_CHECK(node.IsSequence() && node.size() > 0,
+           "{}: {}: expected a list of {{goal, runs, against, split, at_least or above}}",
+           where(file, node), key);
+  for (const auto& n : node) {
+    check_keys(n, file, key, {"goal", "runs", "against", "split", "at_least", "above"});
+    TableSpec::Goal g;
+    g.text = scalar(n["goal"], file, key + ": goal");
+    const std::string what = key + ": " + g.text;
+    for (const char* side : {"runs", "against"}) {
+      HC_CHECK(n[side], "{}: {}: expected {} (a list of the file's runs, one per seed)",
+               where(file, n), what, side);
+      auto names = run_names(n[side], file, what + ": " + side, known);
+      HC_CHECK(!names.empty(), "{}: {}: {}: expected at least one run", where(file, n[side]), what,
+               side);
+      (std::string(side) == "runs" ? g.runs : g.against) = std::move(names);
+    }
+    g.split = scalar(n["split"], file, what + ": split");
+    HC_CHECK(!n["at_least"] != !n["above"],
+             "{}: {}: expected at_least (the mean change may equal the bound) or above (it must "
+             "exceed it), one of them",
+             where(file, n), what);
+    g.strict = static_cast<bool>(n["above"]);
+    const char* bound = g.strict ? "above" : "at_least";
+    const std::string text = scalar(n[bound], file, what + ": " + bound);
+    char* end = nullptr;
+    g.bound = std::strtod(text.c_str(), &end);
+    HC_CHECK(end && *end == '\0' && std::isfinite(g.bound),
+             "{}: {}: {}: expected a number of BLEU points (-0.5), got '{}'", where(file, n[bound]),
+             what, bound, text);
+    table.goals.push_back(std::move(g));
+  }
+}
+
 TableSpec::Table read_table(const YAML::Node& t, const fs::path& file,
                             const std::set<std::string>& known) {
-  check_keys(t, file, "tables", {"title", "against", "rows", "pairs", "figures", "seeds"});
+  check_keys(t, file, "tables", {"title", "against", "rows", "pairs", "figures", "seeds", "goals"});
   TableSpec::Table table;
   table.title = scalar(t["title"], file, "tables: title");
-  HC_CHECK(!t["rows"] + !t["pairs"] + !t["figures"] + !t["seeds"] == 3,
+  HC_CHECK(!t["rows"] + !t["pairs"] + !t["figures"] + !t["seeds"] + !t["goals"] == 4,
            "{}: tables: {}: expected rows (a list of the file's runs), pairs (a list of "
-           "[RUN, OTHER]), figures (a list of values read from records) or seeds (a map of rows "
-           "to their runs, one per seed), one of them",
+           "[RUN, OTHER]), figures (a list of values read from records), seeds (a map of rows "
+           "to their runs, one per seed) or goals (a list of goals checked on the runs), one of "
+           "them",
            where(file, t), table.title);
-  if (t["figures"]) {
+  if (t["goals"]) {
+    HC_CHECK(!t["against"], "{}: tables: {}: against: a table of goals names them in each goal",
+             where(file, t["against"]), table.title);
+    read_goals(t["goals"], file, known, table);
+  } else if (t["figures"]) {
     table.figures = read_figures(t["figures"], file, "tables: figures", false);
   } else if (t["seeds"]) {
     read_seed_table(t, file, known, table);
@@ -560,6 +647,11 @@ TableSpec load_table_spec(const fs::path& path) {
                file.string(), run.name, m);
     }
   }
+  for (const auto& t : spec.tables)
+    for (const auto& g : t.goals)
+      HC_CHECK(std::find(spec.splits.begin(), spec.splits.end(), g.split) != spec.splits.end(),
+               "{}: tables: {}: goals: {}: split: '{}' is not one of the splits ({})",
+               file.string(), t.title, g.text, g.split, fmt::join(spec.splits, ", "));
   for (const auto& run : spec.runs)
     for (const auto& split : spec.splits) {
       if (!run.best_of.empty()) continue;
@@ -577,6 +669,7 @@ std::string render_tables(const TableSpec& spec) {
   std::string out;
   for (const auto& t : spec.tables)
     out += (!t.figures.empty() ? figure_table(spec, t)
+            : !t.goals.empty() ? goal_table(t, evals)
             : !t.seeds.empty() ? seed_table(spec, t, evals)
             : t.pairs.empty()  ? result_table(spec, t, evals)
                                : pair_table(spec, t, evals)) +

@@ -45,6 +45,20 @@
 // is the mean ± standard deviation of the paired differences (the i-th run of one row with the
 // i-th of the other, or with the other's only run) and the two-sided p-value of a paired t test
 // over the seeds. The rows' runs may be best-of runs.
+//
+// A table of goals checks each goal on the records:
+//
+//     - title: Where the goals stand
+//       goals:
+//         - goal: 72 heads within 0.5 dev BLEU of the control
+//           runs: [l0-72, l0-72-s2]              # one per seed
+//           against: [control, control-s2]       # the same seeds
+//           split: dev
+//           at_least: -0.5                       # or above: 0 (strictly)
+//
+// Its change is the mean ± standard deviation of the paired differences with the paired t test's
+// p-value, as a seed table gives it, or with one run on each side their difference with the
+// paired bootstrap p-value; the goal is met where the mean change reaches the bound.
 #pragma once
 
 #include <filesystem>
@@ -73,6 +87,14 @@ struct TableSpec {
     std::vector<std::pair<std::string, std::string>> where;  // field, value as written
     int digits = 2;
   };
+  // A goal (`goals: [{goal, runs, against, split, at_least | above}]`): the change of `runs` (a
+  // run per seed) against `against` on `split`, met where its mean is at least (or above) `bound`.
+  struct Goal {
+    std::string text, split;
+    std::vector<std::string> runs, against;
+    double bound = 0;
+    bool strict = false;  // `above`: the mean must exceed the bound
+  };
   struct Table {
     std::string title;
     std::vector<std::string> against, rows;  // run names
@@ -83,6 +105,8 @@ struct TableSpec {
     // A table over seeds instead (`seeds: {ROW: [RUN, ...]}`, a run per seed; `against` then
     // names rows of the table).
     std::vector<std::pair<std::string, std::vector<std::string>>> seeds;
+    // A table of goals instead (`goals: [...]`).
+    std::vector<Goal> goals;
   };
   fs::path file;
   std::vector<std::string> splits = {"dev", "test"};
