@@ -509,6 +509,15 @@ TEST(Table, GoalTablesJudgeTheMeanPairedChangeAgainstTheBound) {
   EXPECT_NE(e.find("tables: s: goals: a: expected against"), std::string::npos) << e;
   e = err("{goal: a, runs: [best], against: [worse], split: dev, at_least: 0, by: 1}");
   EXPECT_NE(e.find("unknown key 'by'"), std::string::npos) << e;
+  e = error_of([&] {
+    sweep::load_table_spec(
+        f.spec("runs:\n  best: records/best\n  worse: records/worse\n"
+               "tables:\n  - title: s\n    against: [worse]\n    goals:\n"
+               "      - {goal: a, runs: [best], against: [worse], split: dev, at_least: 0}\n"));
+  });
+  EXPECT_NE(e.find("tables: s: against: a table of goals names them in each goal"),
+            std::string::npos)
+      << e;
 }
 
 TEST(Table, MalformedFilesAreClearErrors) {

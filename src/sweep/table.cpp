@@ -367,7 +367,9 @@ std::pair<std::string, std::optional<double>> goal_change(const TableSpec::Goal&
   const SeedStats d = seed_stats(paired_differences(seed_scores(g.runs, g.split, evals),
                                                     seed_scores(g.against, g.split, evals)));
   if (d.n == 0) return {"-", std::nullopt};
-  return {seed_vs(g.runs, g.against, g.split, evals) + fmt::format(", {} pairs", d.n), d.mean};
+  return {seed_vs(g.runs, g.against, g.split, evals) +
+              fmt::format(", {} pair{}", d.n, d.n == 1 ? "" : "s"),
+          d.mean};
 }
 
 std::string goal_table(const TableSpec::Table& t, Evaluations& evals) {
