@@ -306,14 +306,19 @@ std::vector<std::optional<double>> seed_scores(const std::vector<std::string>& r
   return v;
 }
 
-// A row's change against another over the seeds both have, saying so where one has more.
-std::string seed_vs(const std::vector<std::string>& runs, const std::vector<std::string>& against,
-                    const std::string& split, Evaluations& evals) {
-  const SeedStats d = seed_stats(
+// The paired differences of one setting's runs against another's over the seeds both have.
+SeedStats seed_difference(const std::vector<std::string>& runs,
+                          const std::vector<std::string>& against, const std::string& split,
+                          Evaluations& evals) {
+  return seed_stats(
       paired_differences(seed_scores(runs, split, evals), seed_scores(against, split, evals)));
+}
+
+// Such a change as a cell, saying so where one setting has more seeds than are paired.
+std::string seed_vs(const SeedStats& d, size_t runs, size_t against) {
   std::string cell = seed_change(d);
-  if (runs.size() != against.size() && runs.size() > 1 && against.size() > 1)
-    cell += fmt::format(" (first {} seeds)", std::min(runs.size(), against.size()));
+  if (runs != against && runs > 1 && against > 1)
+    cell += fmt::format(" (first {} seeds)", std::min(runs, against));
   return cell;
 }
 
@@ -342,7 +347,9 @@ std::string seed_table(const TableSpec& spec, const TableSpec::Table& t, Evaluat
     }
     for (const auto& a : t.against)
       for (const auto& s : spec.splits)
-        cells.push_back(a == row ? "" : seed_vs(runs, *rows.at(a), s, evals));
+        cells.push_back(a == row ? ""
+                                 : seed_vs(seed_difference(runs, *rows.at(a), s, evals),
+                                           runs.size(), rows.at(a)->size()));
     out += fmt::format("| {} |\n", fmt::join(cells, " | "));
   }
   return out +
@@ -364,10 +371,9 @@ std::pair<std::string, std::optional<double>> goal_change(const TableSpec::Goal&
     if (!x || !y) return {"-", std::nullopt};
     return {difference(a, b), *x - *y};
   }
-  const SeedStats d = seed_stats(paired_differences(seed_scores(g.runs, g.split, evals),
-                                                    seed_scores(g.against, g.split, evals)));
+  const SeedStats d = seed_difference(g.runs, g.against, g.split, evals);
   if (d.n == 0) return {"-", std::nullopt};
-  return {seed_vs(g.runs, g.against, g.split, evals) +
+  return {seed_vs(d, g.runs.size(), g.against.size()) +
               fmt::format(", {} pair{}", d.n, d.n == 1 ? "" : "s"),
           d.mean};
 }
@@ -539,7 +545,7 @@ void read_seed_table(const YAML::Node& t, const fs::path& file, const std::set<s
 
 // A table of goals: `goals: [{goal, runs, against, split, at_least | above}]`.
 void read_goals(const YAML::Node& node, const fs::path& file, const std::set<std::string>& known,
-                TableSpec::Table& table) {
+                const std::vector<std::string>& splits, TableSpec::Table& table) {
   const std::string key = "tables: " + table.title + ": goals";
   HC_CHECK(node.IsSequence() && node.size() > 0,
            "{}: {}: expected a list of {{goal, runs, against, split, at_least or above}}",
@@ -549,15 +555,17 @@ void read_goals(const YAML::Node& node, const fs::path& file, const std::set<std
     TableSpec::Goal g;
     g.text = scalar(n["goal"], file, key + ": goal");
     const std::string what = key + ": " + g.text;
-    for (const char* side : {"runs", "against"}) {
+    for (auto [side, list] : {std::pair{"runs", &g.runs}, std::pair{"against", &g.against}}) {
       HC_CHECK(n[side], "{}: {}: expected {} (a list of the file's runs, one per seed)",
                where(file, n), what, side);
-      auto names = run_names(n[side], file, what + ": " + side, known);
-      HC_CHECK(!names.empty(), "{}: {}: {}: expected at least one run", where(file, n[side]), what,
+      *list = run_names(n[side], file, what + ": " + side, known);
+      HC_CHECK(!list->empty(), "{}: {}: {}: expected at least one run", where(file, n[side]), what,
                side);
-      (std::string(side) == "runs" ? g.runs : g.against) = std::move(names);
     }
     g.split = scalar(n["split"], file, what + ": split");
+    HC_CHECK(std::find(splits.begin(), splits.end(), g.split) != splits.end(),
+             "{}: {}: split: '{}' is not one of the splits ({})", where(file, n["split"]), what,
+             g.split, fmt::join(splits, ", "));
     HC_CHECK(!n["at_least"] != !n["above"],
              "{}: {}: expected at_least (the mean change may equal the bound) or above (it must "
              "exceed it), one of them",
@@ -575,7 +583,8 @@ void read_goals(const YAML::Node& node, const fs::path& file, const std::set<std
 }
 
 TableSpec::Table read_table(const YAML::Node& t, const fs::path& file,
-                            const std::set<std::string>& known) {
+                            const std::set<std::string>& known,
+                            const std::vector<std::string>& splits) {
   check_keys(t, file, "tables", {"title", "against", "rows", "pairs", "figures", "seeds", "goals"});
   TableSpec::Table table;
   table.title = scalar(t["title"], file, "tables: title");
@@ -588,7 +597,7 @@ TableSpec::Table read_table(const YAML::Node& t, const fs::path& file,
   if (t["goals"]) {
     HC_CHECK(!t["against"], "{}: tables: {}: against: a table of goals names them in each goal",
              where(file, t["against"]), table.title);
-    read_goals(t["goals"], file, known, table);
+    read_goals(t["goals"], file, known, splits, table);
   } else if (t["figures"]) {
     table.figures = read_figures(t["figures"], file, "tables: figures", false);
   } else if (t["seeds"]) {
@@ -634,7 +643,7 @@ TableSpec load_table_spec(const fs::path& path) {
   const YAML::Node tables = root["tables"];
   HC_CHECK(tables && tables.IsSequence() && tables.size() > 0,
            "{}: tables: expected a list of tables, each with a title and rows", file.string());
-  for (const auto& t : tables) spec.tables.push_back(read_table(t, file, known));
+  for (const auto& t : tables) spec.tables.push_back(read_table(t, file, known, spec.splits));
   for (auto& run : spec.runs) {
     if (run.best_of.empty()) continue;
     if (run.on.empty()) run.on = spec.splits.front();
@@ -649,11 +658,6 @@ TableSpec load_table_spec(const fs::path& path) {
                file.string(), run.name, m);
     }
   }
-  for (const auto& t : spec.tables)
-    for (const auto& g : t.goals)
-      HC_CHECK(std::find(spec.splits.begin(), spec.splits.end(), g.split) != spec.splits.end(),
-               "{}: tables: {}: goals: {}: split: '{}' is not one of the splits ({})",
-               file.string(), t.title, g.text, g.split, fmt::join(spec.splits, ", "));
   for (const auto& run : spec.runs)
     for (const auto& split : spec.splits) {
       if (!run.best_of.empty()) continue;
