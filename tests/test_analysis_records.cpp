@@ -16,6 +16,23 @@ namespace {
 
 using model::AttentionType;
 
+// Michel's fine-tuning (--finetune) gets the steps that trained the run's exported weights: all of
+// train.max_steps unless the run rewound its weights for its recovery steps.
+TEST(AnalysisRecords, MichelFinetuneBudgetIsTheStepsThatTrainedTheExportedWeights) {
+  Config c;
+  c.train.max_steps = 1200;
+  EXPECT_EQ(finetune_budget(c), 1200);  // the gated steps alone
+  c.train.max_steps = 1800;
+  c.prune.recovery_steps = 600;
+  EXPECT_EQ(finetune_budget(c), 1800);  // recovery without rewind: the gated steps trained too
+  c.train.max_steps = 3600;
+  c.prune.recovery_steps = 2400;
+  c.prune.rewind = true;
+  EXPECT_EQ(finetune_budget(c), 2400);  // configs/bible-prune.yaml's recipe
+  c.prune.recovery_steps = 0;           // (rewind needs recovery steps; not a valid config)
+  EXPECT_EQ(finetune_budget(c), 3600);
+}
+
 TEST(AnalysisRecords, RelevanceJsonKeepsItsKeyOrderAndNulls) {
   testing::TempDir dir;
   RelevanceRecord r;

@@ -196,5 +196,53 @@ TEST(Config, TargetRecipeFileLoadsOnTheBibleConfigs) {
   EXPECT_EQ(c.prune.lambda, 0.05);  // bible-prune.yaml's, unused in target mode
 }
 
+// configs/bible-prune.yaml alone is lambda mode's recipe (1,200 gated steps, then the mask fixed,
+// the weights rewound, 2,400 steps under it); configs/bible-prune-gated.yaml after it gives the
+// reference experiments' protocol (the 1,200 gated steps alone), which --method fisher also needs:
+// the recovery settings are the gated fine-tuning's, and the error says how to turn them off.
+TEST(Config, LambdaRecipeIsBiblePruneDefaultAndGatedFileTheReferenceProtocol) {
+  const fs::path configs = testing::source_dir() / "configs";
+  const auto load = [&](const std::vector<std::string>& files,
+                        const std::vector<std::string>& sets) {
+    ConfigLoader l;
+    for (const auto& f : files) l.apply_file(configs / f);
+    for (const auto& s : sets) l.apply_set(s);
+    return l.finish();
+  };
+  const Config recipe = load({"bible-base.yaml", "bible-prune.yaml"}, {});
+  EXPECT_EQ(recipe.prune.target_heads, 0);
+  EXPECT_EQ(recipe.prune.lambda, 0.05);
+  EXPECT_TRUE(recipe.prune.rewind);
+  EXPECT_EQ(recipe.prune.recovery_steps, 2400);
+  EXPECT_EQ(recipe.train.max_steps, 3600);  // the mask is fixed at step 3,600 - 2,400 = 1,200
+  const Config gated = load({"bible-base.yaml", "bible-prune.yaml", "bible-prune-gated.yaml"}, {});
+  EXPECT_FALSE(gated.prune.rewind);
+  EXPECT_EQ(gated.prune.recovery_steps, 0);
+  EXPECT_EQ(gated.train.max_steps, 1200);
+  EXPECT_EQ(gated.prune.lambda, 0.05);
+  EXPECT_EQ(gated.prune.gate_lr, 0.02);
+
+  const std::vector<std::string> fisher = {"prune.method=fisher", "prune.target_heads=72"};
+  const std::string e = error_of([&] { load({"bible-base.yaml", "bible-prune.yaml"}, fisher); });
+  EXPECT_NE(e.find("prune.recovery_steps (2400, from "), std::string::npos) << e;
+  EXPECT_NE(e.find("bible-prune.yaml:"), std::string::npos) << e;
+  EXPECT_NE(e.find("prune.method is fisher (from --set)"), std::string::npos) << e;
+  EXPECT_NE(e.find("configs/bible-prune-gated.yaml"), std::string::npos) << e;
+  const Config f = load({"bible-base.yaml", "bible-prune.yaml", "bible-prune-gated.yaml"}, fisher);
+  EXPECT_EQ(f.prune.method, PruneMethod::kFisher);
+  // rewind alone (no recovery steps) is also refused with fisher, by the same check
+  EXPECT_NE(error_of([&] {
+              load({"bible-base.yaml", "bible-prune.yaml", "bible-prune-gated.yaml"},
+                   {"prune.method=fisher", "prune.target_heads=72", "prune.rewind=true"});
+            }).find("prune.rewind (true, from --set)"),
+            std::string::npos);
+  // with L0, the recovery steps must leave gated steps before them
+  const std::string r = error_of([&] {
+    load({"bible-base.yaml", "bible-prune.yaml"}, {"train.max_steps=2400"});
+  });
+  EXPECT_NE(r.find("prune.recovery_steps (2400, from "), std::string::npos) << r;
+  EXPECT_NE(r.find("must be below train.max_steps (2400, from --set)"), std::string::npos) << r;
+}
+
 }  // namespace
 }  // namespace headcount

@@ -239,6 +239,23 @@ TEST(Reproduce, ExperimentFileNamesRunsControlsSeedsAndPlan) {
   EXPECT_EQ(plan.steps[at["seed-1/report"]].deps.size(),
             2u + 6 * 3 + 3 + 3);  // baseline evals, runs + evals, compare + evals, last leg + evals
 
+  // Michel's fine-tuning gets the target run's steps (no rewind here), as its ETA counts them; a
+  // run whose recovery steps start again from the unpruned weights gives Michel those steps only
+  // (analysis::finetune_budget, tested with the fine-tuning's arguments in AnalysisRecords).
+  EXPECT_EQ(plan.steps[at["seed-1/target-2/compare"]].train_steps, 20);
+  EXPECT_EQ(plan.steps[at["seed-1/target-2/prune"]].train_steps, 20);
+  {
+    std::string text = experiment_text(base, fmt::format("{{from: {}}}", ckpt.string()));
+    const std::string lr = "prune.lagrangian_lr: 0.05";
+    text.replace(text.find(lr), lr.size(), lr + ", prune.recovery_steps: 12, prune.rewind: true");
+    io::write_file_atomic(dir / "rewind.yaml", text);
+    const auto rp = sweep::make_plan(sweep::load_experiment(dir / "rewind.yaml"), out, 1);
+    std::map<std::string, int> steps;
+    for (const auto& step : rp.steps) steps[step.id] = step.train_steps;
+    EXPECT_EQ(steps["seed-1/target-2/compare"], 12);
+    EXPECT_EQ(steps["seed-1/target-2/prune"], 20);
+  }
+
   // Every piece done but one run (as after a lambda was added to the file): that run, its
   // evaluations and its seed's report are pending; the other seed's report stays done.
   fs::create_directories(out / "steps");

@@ -11,7 +11,7 @@ th=()
 [ -n "$THREADS" ] && th=(--set threads.intra_op=$THREADS)
 mkdir -p $root
 export LD_LIBRARY_PATH=$bin${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-/usr/bin/time -v $bin/headcount prune configs/bible-base.yaml configs/bible-prune.yaml --method fisher \
+/usr/bin/time -v $bin/headcount prune configs/bible-base.yaml configs/bible-prune.yaml configs/bible-prune-gated.yaml --method fisher \
   --set prune.init_from=experiments/voita-table-cpu/baseline "${th[@]}" "$@" --out $out > $root/$name.log 2> $root/$name.time
 for s in dev test; do
   [ -f $out/eval-$s.json ] || $bin/headcount eval --checkpoint $out/pruned --split $s "${th[@]}" --out $out/eval-$s.json >> $root/$name.log 2>&1

@@ -20,7 +20,7 @@ mkdir -p "$R"
 cd "$(dirname "$0")/../.."
 base=experiments/voita-table-cpu/baseline
 records=experiments/l0-recovery/records
-common=(configs/bible-base.yaml configs/bible-prune.yaml --set prune.init_from=$base)
+common=(configs/bible-base.yaml configs/bible-prune.yaml configs/bible-prune-gated.yaml --set prune.init_from=$base)
 
 source experiments/l0-recovery/evaluate.sh
 

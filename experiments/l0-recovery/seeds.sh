@@ -35,7 +35,8 @@ control() {  # BUDGET
   local b=$1 name=control-$1x$(suffix "$1")
   if [ ! -f "$R/$name/summary.json" ]; then
     echo "$(date -u +%FT%TZ) $name start"
-    "$B" prune configs/bible-base.yaml configs/bible-prune.yaml --set prune.init_from=$base \
+    "$B" prune configs/bible-base.yaml configs/bible-prune.yaml configs/bible-prune-gated.yaml \
+      --set prune.init_from=$base \
       --set train.max_steps=$((1200 * b)) --set train.eval_every=$((200 * b)) --set prune.lambda=0 \
       --set seed="$seed" --out "$R/$name" >> "$R/$name.log" 2>&1
   fi

@@ -72,7 +72,8 @@ for name in "$@"; do
   esac
   if [ ! -f "$R/$name/summary.json" ]; then
     echo "$(date -u +%FT%TZ) $name start"
-    "$B" prune configs/bible-base.yaml configs/bible-prune.yaml --set prune.init_from=$base \
+    "$B" prune configs/bible-base.yaml configs/bible-prune.yaml configs/bible-prune-gated.yaml \
+      --set prune.init_from=$base \
       "${args[@]}" --out "$R/$name" >> "$R/$name.log" 2>&1
   fi
   evaluate "$R/$name/pruned" "$R/$name"

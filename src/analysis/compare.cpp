@@ -110,8 +110,9 @@ void export_michel(const AnalyzeOptions& options, const std::vector<HeadId>& mic
   log::info("wrote {}: heads {} (enc/dec/enc-dec)", michel_ckpt.string(), arch.summary());
 }
 
-// Fine-tunes Michel's pruned model with the prune run's own config: the same steps, learning
-// rate and batches as its L0 fine-tuning, without gates. Returns the BLEU of the result.
+// Fine-tunes Michel's pruned model with the prune run's own config: the same learning rate and
+// batches as its L0 fine-tuning, without gates, for the steps that trained the run's exported
+// weights (finetune_budget). Returns the BLEU of the result.
 double finetune_michel(const AnalyzeOptions& options, const CompareOptions& c,
                        const fs::path& michel_ckpt, const fs::path& michel_run) {
   log::info("fine-tuning {} with {}'s budget (log: {})", michel_ckpt.string(), c.run.string(),
@@ -119,6 +120,13 @@ double finetune_michel(const AnalyzeOptions& options, const CompareOptions& c,
   std::vector<std::string> args{"train",       run::RunFolder{c.run}.config().string(),
                                 "--init-from", michel_ckpt.string(),
                                 "--out",       michel_run.string()};
+  const Config run_config = load_config_file(run::RunFolder{c.run}.config());
+  const int steps = finetune_budget(run_config);
+  if (steps != run_config.train.max_steps) {
+    log::info("{} rewound its weights for its last {} steps: Michel's model gets those {}",
+              c.run.string(), steps, steps);
+    args.insert(args.end(), {"--set", fmt::format("train.max_steps={}", steps)});
+  }
   if (c.finetune_threads > 0)
     args.insert(args.end(), {"--set", "threads.intra_op=-1", "--set",
                              fmt::format("threads.blas={}", c.finetune_threads)});
@@ -184,6 +192,11 @@ void fill_record(const AnalyzeOptions& options, const CompareOptions& c, Compare
 }
 
 }  // namespace
+
+int finetune_budget(const Config& run_config) {
+  const PruneConfig& p = run_config.prune;
+  return p.rewind && p.recovery_steps > 0 ? p.recovery_steps : run_config.train.max_steps;
+}
 
 CompareResult compare_l0_with_importance(const AnalyzeOptions& options, const CompareOptions& c) {
   Analyzer an(options);

@@ -265,7 +265,9 @@ void add_compare(CLI::App* cmd) {
   add_beam(k, a);
   k->add_flag("--finetune", a.finetune,
               "Also fine-tune the Michel-pruned model (OUT/michel-pruned) with the prune run's "
-              "config and budget, without gates (OUT/michel-finetuned; resumable)");
+              "config and budget (the steps that trained its exported weights: "
+              "prune.recovery_steps after prune.rewind, train.max_steps otherwise), without "
+              "gates (OUT/michel-finetuned; resumable)");
   k->add_option("--finetune-threads", a.finetune_threads,
                 "BLAS threads of the fine-tuning (0: the prune run's config)")
       ->check(integer_in(0, 4096))

@@ -885,10 +885,16 @@ Config ConfigLoader::finish() const {
            "prune.reconstruct_mode (from {}): one_pass refits every layer from the unpruned "
            "model's activations, where a layer that kept its heads is already its own fit",
            origin("prune.reconstruct_every_layer"), origin("prune.reconstruct_mode"));
-  HC_CHECK(p.recovery_steps == 0 ||
-               (p.method == PruneMethod::kL0 && p.recovery_steps < c.train.max_steps),
+  HC_CHECK(p.method == PruneMethod::kL0 || (p.recovery_steps == 0 && !p.rewind),
+           "prune.recovery_steps ({}, from {}) and prune.rewind ({}, from {}) are settings of the "
+           "gated fine-tuning (prune.method l0), but prune.method is {} (from {}): set "
+           "prune.recovery_steps=0 and prune.rewind=false (configs/bible-prune-gated.yaml after "
+           "configs/bible-prune.yaml does)",
+           p.recovery_steps, origin("prune.recovery_steps"), p.rewind, origin("prune.rewind"),
+           choice_name(p.method), origin("prune.method"));
+  HC_CHECK(p.recovery_steps < c.train.max_steps,
            "prune.recovery_steps ({}, from {}) must be below train.max_steps ({}, from {}): the "
-           "gates train in the steps before it (and it is a setting of prune.method l0)",
+           "gates train in the steps before it",
            p.recovery_steps, origin("prune.recovery_steps"), c.train.max_steps,
            origin("train.max_steps"));
   HC_CHECK(!p.fix_at_target || (p.target_heads > 0 && p.recovery_steps > 0),

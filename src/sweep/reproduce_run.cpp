@@ -10,6 +10,7 @@
 #include <map>
 #include <set>
 
+#include "headcount/analysis/compare.h"
 #include "headcount/bench/train.h"
 #include "headcount/common/check.h"
 #include "headcount/common/io.h"
@@ -160,7 +161,7 @@ void seed_steps(PlanBuilder& b, int seed, size_t baseline, const std::vector<siz
       c.log = run / "compare-ft.log";
       c.deps = {pr};
       c.fresh_dir = run / "compare-ft";
-      c.train_steps = s.train_steps;
+      c.train_steps = analysis::finetune_budget(resolve_point(spec, p));
       c.splits = 2;  // the masked evaluations of the analysis, about two splits' worth
       const size_t cid = b.add(c);
       all.push_back(cid);

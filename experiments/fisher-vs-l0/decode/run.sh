@@ -9,7 +9,7 @@ OUT=${OUT:-$HOME/hc/f20}
 for spec in "n72 prune.target_heads=72" "n36 prune.target_heads=36" "flops0.8 prune.flops_fraction=0.8"; do
   set -- $spec; name=$1; budget=$2
   echo "== $name $(date)"
-  [ -f $OUT/$name/pruned/model.pt ] || /usr/bin/time -v $B prune configs/bible-base.yaml configs/bible-prune.yaml --method fisher \
+  [ -f $OUT/$name/pruned/model.pt ] || /usr/bin/time -v $B prune configs/bible-base.yaml configs/bible-prune.yaml configs/bible-prune-gated.yaml --method fisher \
     --set prune.init_from=$BASE --set $budget --out $OUT/$name > $OUT/$name.log 2> $OUT/$name.time
   if [ ! -f $OUT/$name/bench-decode.txt ]; then
     $B bench decode --checkpoint $BASE --compare $OUT/$name/pruned --sentences 400 --repeats 5 \

@@ -11,7 +11,7 @@ l0() {
   T=$1; TH=$2
   if [ ! -f $R/target-$T/pruned/model.pt ]; then
     echo "$(date -u +%FT%TZ) L0 target $T start ($TH threads)"
-    /usr/bin/time -v $B prune configs/bible-base.yaml configs/bible-prune.yaml \
+    /usr/bin/time -v $B prune configs/bible-base.yaml configs/bible-prune.yaml configs/bible-prune-gated.yaml \
       --set prune.init_from=experiments/voita-table-cpu/baseline --set prune.target_warmup_steps=600 \
       --set prune.target_heads=$T --set threads.intra_op=$TH --out $R/target-$T >> $R/target-$T.log 2>> $R/target-$T.time
     echo "$(date -u +%FT%TZ) L0 target $T end rc=$?"

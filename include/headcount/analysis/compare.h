@@ -66,6 +66,12 @@ struct CompareResult {
   CompareRecord record;                                     // compare.json, as written
 };
 
+// The fine-tuning steps that trained a prune run's exported weights, the budget Michel's pruned
+// model gets (--finetune): prune.recovery_steps when the run put its weights back to the unpruned
+// model's at the fixed mask (prune.rewind: its gated steps only chose the heads), train.max_steps
+// otherwise (the gated steps trained the weights too).
+int finetune_budget(const Config& run_config);
+
 // Writes OUT/compare.json (with export_michel or finetune OUT/michel-pruned; with finetune also
 // OUT/michel-finetuned and OUT/michel-finetune.log; an interrupted fine-tuning resumes).
 CompareResult compare_l0_with_importance(const AnalyzeOptions& options, const CompareOptions& c);
