@@ -241,7 +241,7 @@ TEST(Reproduce, ExperimentFileNamesRunsControlsSeedsAndPlan) {
 
   // Michel's fine-tuning gets the target run's steps (no rewind here), as its ETA counts them; a
   // run whose recovery steps start again from the unpruned weights gives Michel those steps only
-  // (analysis::finetune_budget, tested with the fine-tuning's arguments in AnalysisRecords).
+  // (analysis::finetune_budget, tested with the fine-tuning's config in AnalysisRecords).
   EXPECT_EQ(plan.steps[at["seed-1/target-2/compare"]].train_steps, 20);
   EXPECT_EQ(plan.steps[at["seed-1/target-2/prune"]].train_steps, 20);
   {
@@ -371,7 +371,8 @@ TEST(Reproduce, TinyExperimentEndToEndWithTwoSeedsThenResumed) {
 prune: {{configs: [{0}], set: {{train.max_steps: 10, train.eval_every: 10, train.warmup_steps: 2}}}}
 series: [{{name: all, lambdas: [0.5]}}]
 scratch: {{configs: [{0}], legs: [10, 20], runs: [all-l0.5]}}
-targets: {{set: {{prune.target_warmup_steps: 5}}, runs: [{{heads: 3}}]}}
+targets: {{set: {{prune.target_warmup_steps: 5}},
+          runs: [{{heads: 3, set: {{prune.recovery_steps: 4, prune.rewind: true}}}}]}}
 evaluate: {{splits: [dev, test], beam: 1}}
 seeds: 2
 goals:
@@ -396,6 +397,10 @@ goals:
   };
   EXPECT_EQ(step_of(o.out / "baseline"), 40);
   EXPECT_EQ(step_of(o.out / "seed-2" / "all-l0.5" / "scratch"), 20);
+  // The target run rewound its weights for its last 4 steps: Michel's heads get those 4 steps of
+  // fine-tuning (the run's config with its recovery settings turned off), not its 10.
+  EXPECT_EQ(step_of(o.out / "seed-1" / "target-3"), 10);
+  EXPECT_EQ(step_of(o.out / "seed-1" / "target-3" / "compare-ft" / "michel-finetuned"), 4);
   // Each seed's runs ran with its seed, and recorded where they ran.
   const auto summary = json::parse(io::read_file(o.out / "seed-2" / "all-l0" / "summary.json"));
   EXPECT_FALSE(summary["provenance"]["commit"].get<std::string>().empty());

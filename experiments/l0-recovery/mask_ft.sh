@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Which heads, or what the gated phase did to the weights? Applies a finished prune run's mask to
 # the unpruned baseline and fine-tunes that with the run's own config and budget, without gates,
-# exactly as Michel + fine-tuning is fine-tuned (`analyze compare --finetune`): the same heads as
-# the L0 run, the baseline's weights. Resumable (run it again after any interruption):
+# exactly as Michel + fine-tuning is fine-tuned (`analyze compare --finetune`, for a run without
+# prune.rewind): the same heads as the L0 run, the baseline's weights. Resumable (run it again after any interruption):
 #   nohup bash experiments/l0-recovery/mask_ft.sh BINARY OUT RUN NAME [TRAIN_ARGS...] > OUT/NAME.out 2>&1 &
 # RUN: the prune run whose mask is taken (e.g. OUT/kd-fix-72-1x, or its committed records folder);
 # records to experiments/l0-recovery/records/NAME. TRAIN_ARGS go to `train` (e.g. --set seed=2:

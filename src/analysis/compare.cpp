@@ -16,6 +16,7 @@
 #include "headcount/common/process.h"
 #include "headcount/common/run_guard.h"
 #include "headcount/prune/export.h"
+#include "headcount/run/checkpoint.h"
 #include "headcount/run/checkpoint_files.h"
 #include "headcount/run/run_folder.h"
 
@@ -110,6 +111,15 @@ void export_michel(const AnalyzeOptions& options, const std::vector<HeadId>& mic
   log::info("wrote {}: heads {} (enc/dec/enc-dec)", michel_ckpt.string(), arch.summary());
 }
 
+// The step a prune run's checkpoint says its mask was fixed at (prune_state.json), or -1.
+int64_t mask_fixed_at(const fs::path& checkpoint) {
+  std::error_code ec;
+  if (!fs::exists(run::CheckpointFolder{checkpoint}.prune_state(), ec)) return -1;
+  const auto j = nlohmann::json::parse(
+      run::read_checkpoint_file(checkpoint, run::CheckpointFolder::kPruneState));
+  return j.value("mask_fixed_at", int64_t{-1});
+}
+
 // Fine-tunes Michel's pruned model with the prune run's own config: the same learning rate and
 // batches as its L0 fine-tuning, without gates, for the steps that trained the run's exported
 // weights (finetune_budget). Returns the BLEU of the result.
@@ -121,12 +131,14 @@ double finetune_michel(const AnalyzeOptions& options, const CompareOptions& c,
                                 "--init-from", michel_ckpt.string(),
                                 "--out",       michel_run.string()};
   const Config run_config = load_config_file(run::RunFolder{c.run}.config());
-  const int steps = finetune_budget(run_config);
-  if (steps != run_config.train.max_steps) {
-    log::info("{} rewound its weights for its last {} steps: Michel's model gets those {}",
-              c.run.string(), steps, steps);
-    args.insert(args.end(), {"--set", fmt::format("train.max_steps={}", steps)});
-  }
+  const int64_t fixed_at = mask_fixed_at(run::RunFolder{c.run}.last());
+  const int steps = finetune_budget(run_config, fixed_at);
+  if (steps != run_config.train.max_steps)
+    log::info(
+        "{} rewound its weights when it fixed its mask: Michel's model gets the {} steps "
+        "that trained them",
+        c.run.string(), steps);
+  for (const auto& s : finetune_sets(run_config, fixed_at)) args.insert(args.end(), {"--set", s});
   if (c.finetune_threads > 0)
     args.insert(args.end(), {"--set", "threads.intra_op=-1", "--set",
                              fmt::format("threads.blas={}", c.finetune_threads)});
@@ -193,9 +205,20 @@ void fill_record(const AnalyzeOptions& options, const CompareOptions& c, Compare
 
 }  // namespace
 
-int finetune_budget(const Config& run_config) {
+int finetune_budget(const Config& run_config, int64_t mask_fixed_at) {
   const PruneConfig& p = run_config.prune;
-  return p.rewind && p.recovery_steps > 0 ? p.recovery_steps : run_config.train.max_steps;
+  const int max_steps = run_config.train.max_steps;
+  if (!p.rewind || p.recovery_steps <= 0) return max_steps;
+  if (p.fix_at_target && !p.exact_recovery && mask_fixed_at >= 0 && mask_fixed_at < max_steps)
+    return static_cast<int>(max_steps - mask_fixed_at);
+  return p.recovery_steps;
+}
+
+std::vector<std::string> finetune_sets(const Config& run_config, int64_t mask_fixed_at) {
+  const int steps = finetune_budget(run_config, mask_fixed_at);
+  if (steps == run_config.train.max_steps) return {};
+  return {fmt::format("train.max_steps={}", steps), "prune.recovery_steps=0", "prune.rewind=false",
+          "prune.fix_at_target=false", "prune.exact_recovery=false"};
 }
 
 CompareResult compare_l0_with_importance(const AnalyzeOptions& options, const CompareOptions& c) {

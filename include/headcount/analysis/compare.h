@@ -67,10 +67,19 @@ struct CompareResult {
 };
 
 // The fine-tuning steps that trained a prune run's exported weights, the budget Michel's pruned
-// model gets (--finetune): prune.recovery_steps when the run put its weights back to the unpruned
-// model's at the fixed mask (prune.rewind: its gated steps only chose the heads), train.max_steps
-// otherwise (the gated steps trained the weights too).
-int finetune_budget(const Config& run_config);
+// model gets (--finetune): when the run put its weights back to the unpruned model's at the fixed
+// mask (prune.rewind: its gated steps only chose the heads), the steps after the fixing step:
+// prune.recovery_steps, or with prune.fix_at_target and no prune.exact_recovery, train.max_steps
+// - mask_fixed_at (the step the run fixed its mask at, from its last checkpoint; -1 unknown:
+// recovery_steps, the least it can be); otherwise train.max_steps (the gated steps trained the
+// weights too).
+int finetune_budget(const Config& run_config, int64_t mask_fixed_at = -1);
+
+// The --set assignments (KEY=VALUE) that make `train RUN/config.yaml` fine-tune for
+// finetune_budget's steps: none when that is train.max_steps; otherwise the budget and the run's
+// recovery settings turned off (they are the gated fine-tuning's, and would refuse max_steps equal
+// to recovery_steps).
+std::vector<std::string> finetune_sets(const Config& run_config, int64_t mask_fixed_at = -1);
 
 // Writes OUT/compare.json (with export_michel or finetune OUT/michel-pruned; with finetune also
 // OUT/michel-finetuned and OUT/michel-finetune.log; an interrupted fine-tuning resumes).

@@ -10,7 +10,8 @@
 //   baseline:                        # either committed weights ...
 //     from: experiments/voita-table-cpu/baseline
 //   # baseline: {configs: [configs/bible-base.yaml], set: {}, legs: [3000, 6000]}   # ... or
-//   trained prune: {configs: [configs/bible-base.yaml, configs/bible-prune.yaml], set: {}} series:
+//   trained prune: {configs: [configs/bible-base.yaml, configs/bible-prune.yaml,
+//   configs/bible-prune-gated.yaml], set: {}} series:
 //   # each with its control (lambda 0) named NAME-l0
 //     - {name: all, lambdas: [0.05, 0.1]}
 //     - {name: enc, lambdas: [0.04], set: {prune.attention: [enc_self], prune.train_parts:

@@ -4,7 +4,8 @@
 // down), N at a time with the thread budget split between them, or as a Slurm array job.
 //
 //   command: prune                       # train | prune (required)
-//   configs: [configs/bible.yaml, configs/bible-base.yaml, configs/bible-prune.yaml]
+//   configs: [configs/bible.yaml, configs/bible-base.yaml, configs/bible-prune.yaml,
+//             configs/bible-prune-gated.yaml]
 //   set: {train.max_steps: 4000}         # fixed overrides for every run
 //   grid:                                # every combination, in this order
 //     prune.lambda: [0.01, 0.05, 0.1]
