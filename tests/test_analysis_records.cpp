@@ -21,14 +21,6 @@ using model::AttentionType;
 // train.max_steps unless the run rewound its weights when it fixed its mask; the assignments that
 // say so load on top of the run's config as `train RUN/config.yaml --set ...` loads them.
 TEST(AnalysisRecords, MichelFinetuneBudgetIsTheStepsThatTrainedTheExportedWeights) {
-  const fs::path configs = testing::source_dir() / "configs";
-  const auto run_config = [&](const std::vector<std::string>& files,
-                              const std::vector<std::string>& sets) {
-    ConfigLoader l;
-    for (const auto& f : files) l.apply_file(configs / f);
-    for (const auto& s : sets) l.apply_set(s);
-    return l;
-  };
   // `train RUN/config.yaml` with finetune_sets: it loads, and trains `steps` steps
   const auto michel_steps = [&](const ConfigLoader& run, int64_t fixed_at) {
     ConfigLoader l = run;
@@ -41,20 +33,22 @@ TEST(AnalysisRecords, MichelFinetuneBudgetIsTheStepsThatTrainedTheExportedWeight
   const std::vector<std::string> base = {"bible-base.yaml", "bible-prune.yaml"};
   // the gated steps alone (the reference protocol): all 1,200
   const auto gated =
-      run_config({"bible-base.yaml", "bible-prune.yaml", "bible-prune-gated.yaml"}, {});
+      testing::repo_configs({"bible-base.yaml", "bible-prune.yaml", "bible-prune-gated.yaml"}, {});
   EXPECT_TRUE(finetune_sets(gated.finish()).empty());
   EXPECT_EQ(michel_steps(gated, -1), 1200);
   // recovery without rewind: the gated steps trained the weights too
-  EXPECT_EQ(michel_steps(run_config(base, {"prune.rewind=false"}), 1200), 3600);
+  EXPECT_EQ(michel_steps(testing::repo_configs(base, {"prune.rewind=false"}), 1200), 3600);
   // lambda mode's recipe (mask fixed at 3,600 - 2,400): the 2,400 rewound steps
-  EXPECT_EQ(michel_steps(run_config(base, {}), 1200), 2400);
+  EXPECT_EQ(michel_steps(testing::repo_configs(base, {}), 1200), 2400);
   // target mode's recipe, which ends 2,400 steps after the fixing step wherever it came
-  const auto target = run_config({"bible-base.yaml", "bible-prune.yaml", "bible-prune-target.yaml"},
-                                 {"prune.target_heads=72"});
+  const auto target =
+      testing::repo_configs({"bible-base.yaml", "bible-prune.yaml", "bible-prune-target.yaml"},
+                            {"prune.target_heads=72"});
   EXPECT_EQ(michel_steps(target, 456), 2400);
   // fixed at the target without exact recovery: from the fixing step to train.max_steps
-  const auto rewind = run_config(base, {"prune.target_heads=72", "prune.fix_at_target=true",
-                                        "prune.recovery_steps=600", "train.max_steps=1200"});
+  const auto rewind =
+      testing::repo_configs(base, {"prune.target_heads=72", "prune.fix_at_target=true",
+                                   "prune.recovery_steps=600", "train.max_steps=1200"});
   EXPECT_EQ(michel_steps(rewind, 487), 713);
   EXPECT_EQ(michel_steps(rewind, -1), 600);  // the fixing step unknown: the least it can be
 }

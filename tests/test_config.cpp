@@ -201,13 +201,9 @@ TEST(Config, TargetRecipeFileLoadsOnTheBibleConfigs) {
 // reference experiments' protocol (the 1,200 gated steps alone), which --method fisher also needs:
 // the recovery settings are the gated fine-tuning's, and the error says how to turn them off.
 TEST(Config, LambdaRecipeIsBiblePruneDefaultAndGatedFileTheReferenceProtocol) {
-  const fs::path configs = testing::source_dir() / "configs";
-  const auto load = [&](const std::vector<std::string>& files,
-                        const std::vector<std::string>& sets) {
-    ConfigLoader l;
-    for (const auto& f : files) l.apply_file(configs / f);
-    for (const auto& s : sets) l.apply_set(s);
-    return l.finish();
+  const auto load = [](const std::vector<std::string>& files,
+                       const std::vector<std::string>& sets) {
+    return testing::repo_configs(files, sets).finish();
   };
   const Config recipe = load({"bible-base.yaml", "bible-prune.yaml"}, {});
   EXPECT_EQ(recipe.prune.target_heads, 0);

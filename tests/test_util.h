@@ -10,8 +10,10 @@
 #include <filesystem>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "headcount/common/check.h"
+#include "headcount/common/config.h"
 #include "headcount/common/io.h"
 
 namespace headcount::testing {
@@ -20,6 +22,14 @@ namespace fs = std::filesystem;
 
 inline fs::path source_dir() {
   return fs::path(HEADCOUNT_SOURCE_DIR);
+}
+// The repository's configs/FILE... layered as the command line layers them, then --set SETS.
+inline ConfigLoader repo_configs(const std::vector<std::string>& files,
+                                 const std::vector<std::string>& sets = {}) {
+  ConfigLoader l;
+  for (const auto& f : files) l.apply_file(source_dir() / "configs" / f);
+  for (const auto& s : sets) l.apply_set(s);
+  return l;
 }
 inline fs::path test_data(const std::string& name) {
   return source_dir() / "tests" / "data" / name;
