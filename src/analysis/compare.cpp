@@ -16,7 +16,6 @@
 #include "headcount/common/process.h"
 #include "headcount/common/run_guard.h"
 #include "headcount/prune/export.h"
-#include "headcount/run/checkpoint.h"
 #include "headcount/run/checkpoint_files.h"
 #include "headcount/run/run_folder.h"
 
@@ -111,15 +110,6 @@ void export_michel(const AnalyzeOptions& options, const std::vector<HeadId>& mic
   log::info("wrote {}: heads {} (enc/dec/enc-dec)", michel_ckpt.string(), arch.summary());
 }
 
-// The step a prune run's checkpoint says its mask was fixed at (prune_state.json), or -1.
-int64_t mask_fixed_at(const fs::path& checkpoint) {
-  std::error_code ec;
-  if (!fs::exists(run::CheckpointFolder{checkpoint}.prune_state(), ec)) return -1;
-  const auto j = nlohmann::json::parse(
-      run::read_checkpoint_file(checkpoint, run::CheckpointFolder::kPruneState));
-  return j.value("mask_fixed_at", int64_t{-1});
-}
-
 // Fine-tunes Michel's pruned model with the prune run's own config: the same learning rate and
 // batches as its L0 fine-tuning, without gates, for the steps that trained the run's exported
 // weights (finetune_budget). Returns the BLEU of the result.
@@ -131,14 +121,14 @@ double finetune_michel(const AnalyzeOptions& options, const CompareOptions& c,
                                 "--init-from", michel_ckpt.string(),
                                 "--out",       michel_run.string()};
   const Config run_config = load_config_file(run::RunFolder{c.run}.config());
-  const int64_t fixed_at = mask_fixed_at(run::RunFolder{c.run}.last());
-  const int steps = finetune_budget(run_config, fixed_at);
-  if (steps != run_config.train.max_steps)
+  const int64_t fixed_at = prune::mask_fixed_at(run::RunFolder{c.run}.last());
+  const auto sets = finetune_sets(run_config, fixed_at);
+  if (!sets.empty())
     log::info(
         "{} rewound its weights when it fixed its mask: Michel's model gets the {} steps "
         "that trained them",
-        c.run.string(), steps);
-  for (const auto& s : finetune_sets(run_config, fixed_at)) args.insert(args.end(), {"--set", s});
+        c.run.string(), finetune_budget(run_config, fixed_at));
+  for (const auto& s : sets) args.insert(args.end(), {"--set", s});
   if (c.finetune_threads > 0)
     args.insert(args.end(), {"--set", "threads.intra_op=-1", "--set",
                              fmt::format("threads.blas={}", c.finetune_threads)});

@@ -17,19 +17,13 @@
 
 namespace headcount::prune {
 
-namespace {
-
-// Whether the prune run's checkpoint `dir` was saved with its mask fixed (prune_state.json's
-// "mask_fixed_at", written from the fixing step on).
-bool mask_fixed(const fs::path& dir) {
+int64_t mask_fixed_at(const fs::path& checkpoint) {
   std::error_code ec;
-  if (!fs::exists(run::CheckpointFolder{dir}.prune_state(), ec)) return false;
-  const auto j =
-      nlohmann::json::parse(run::read_checkpoint_file(dir, run::CheckpointFolder::kPruneState));
-  return j.contains("mask_fixed_at");
+  if (!fs::exists(run::CheckpointFolder{checkpoint}.prune_state(), ec)) return -1;
+  const auto j = nlohmann::json::parse(
+      run::read_checkpoint_file(checkpoint, run::CheckpointFolder::kPruneState));
+  return j.value("mask_fixed_at", int64_t{-1});
 }
-
-}  // namespace
 
 model::Architecture export_pruned(const fs::path& checkpoint, const fs::path& out) {
   const auto info = run::read_checkpoint_info(checkpoint);
@@ -44,7 +38,7 @@ model::Architecture export_pruned(const fs::path& checkpoint, const fs::path& ou
   model::load_weights(*gates, run::load_weights_file(gates_file), gates_file.string());
   // A checkpoint of the recovery steps (its prune state records when the mask was fixed): the
   // mask the run trained and evaluated under, 0/1 where it rewound.
-  const bool fixed = mask_fixed(checkpoint);
+  const bool fixed = mask_fixed_at(checkpoint) >= 0;
   const auto values = fixed ? fixed_mask_values(*gates, info.config.prune)
                             : final_values(*gates, info.config.prune);
   torch::NoGradGuard no_grad;

@@ -17,6 +17,10 @@ namespace fs = std::filesystem;
 // eval gates, or in target mode the top prune.target_heads heads. Returns the new architecture.
 model::Architecture export_pruned(const fs::path& checkpoint, const fs::path& out);
 
+// The step a prune run's checkpoint says its mask was fixed at (prune_state.json's
+// "mask_fixed_at", written from the fixing step on), or -1: not fixed, or not a prune checkpoint.
+int64_t mask_fixed_at(const fs::path& checkpoint);
+
 // Writes a physically pruned copy of any checkpoint without the given heads (e.g. the least
 // important ones by Michel et al.'s I_h), as a starting point for fine-tuning
 // (`train --init-from`). Returns the new architecture.
