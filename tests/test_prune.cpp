@@ -95,6 +95,60 @@ TEST(PruneHeads, TopNKeepsExactlyNHeads) {
   EXPECT_EQ(six.at("enc_self.1")[0].item<float>(), 0.0f);  // log_alpha -6: the seventh
 }
 
+// prune.target_heads_per_type: each type keeps its own count, its heads with the largest log_alpha
+// (chosen within the type, whatever the other types' log_alpha), the other types' layers
+// untouched by its choice.
+TEST(PruneHeads, PerTypeTargetKeepsEachTypesCountByLogAlphaWithinTheType) {
+  torch::manual_seed(9);
+  auto c = small_model_config();
+  model::Transformer m(c, model::Architecture::uniform(c), 30, 30);
+  PruneConfig p;
+  p.attention = {"enc_self", "dec_self", "enc_dec"};
+  p.target_heads_per_type = {1, 2, 3};
+  prune::HeadGates gates(m, prune::gated_types(p), prune::HardConcreteOptions{});
+  ASSERT_EQ(gates->layers().size(), 6u);
+  {
+    torch::NoGradGuard g;
+    // enc_self: every head far above the other types'; dec_self: the lowest; enc_dec between.
+    const float base[] = {10.0f, -10.0f, 0.0f};
+    for (auto& l : gates->layers()) {
+      const int t = static_cast<int>(l.type);
+      l.gate->log_alpha.copy_(torch::tensor({0.1f, 0.2f, 0.3f, 0.4f}) + (l.layer + base[t]));
+    }
+  }
+  const auto groups = prune::target_groups(p);
+  ASSERT_EQ(groups.size(), 3u);
+  EXPECT_EQ(groups[1].name, "dec_self");
+  EXPECT_EQ(groups[1].heads, 2);
+  EXPECT_TRUE(prune::target_mode(p));
+  const auto v = prune::final_values(*gates, p);
+  ASSERT_EQ(v.size(), 6u);
+  auto kept = [&](const char* key) { return v.at(key).gt(0).nonzero().view(-1); };
+  // Per type, the largest log_alpha are layer 1's heads 3, 2, 1 (1.4, 1.3, 1.2 above the base).
+  EXPECT_TRUE(torch::equal(kept("enc_self.1"), torch::tensor({3}, torch::kLong)));
+  EXPECT_EQ(v.at("enc_self.0").gt(0).sum().item<int64_t>(), 0);
+  EXPECT_TRUE(torch::equal(kept("dec_self.1"), torch::tensor({2, 3}, torch::kLong)));
+  EXPECT_EQ(v.at("dec_self.0").gt(0).sum().item<int64_t>(), 0);
+  EXPECT_TRUE(torch::equal(kept("enc_dec.1"), torch::tensor({1, 2, 3}, torch::kLong)));
+  // dec_self's heads are closed (log_alpha -8.x): kept at their expected gate, small and positive.
+  EXPECT_LT(v.at("dec_self.1")[3].item<float>(), 0.01f);
+  // One total of 6 instead would take enc_self's top six heads and nothing else.
+  PruneConfig one = p;
+  one.target_heads_per_type.clear();
+  one.target_heads = 6;
+  const auto w = prune::final_values(*gates, one);
+  EXPECT_EQ(w.at("enc_self.0").gt(0).sum().item<int64_t>() +
+                w.at("enc_self.1").gt(0).sum().item<int64_t>(),
+            6);
+  // An ungated type has no group (its entry is the model's count, checked by the run).
+  PruneConfig enc = p;
+  enc.attention = {"enc_self"};
+  ASSERT_EQ(prune::target_groups(enc).size(), 1u);
+  EXPECT_EQ(prune::target_groups(enc)[0].types,
+            std::vector<AttentionType>{AttentionType::kEncSelf});
+  EXPECT_FALSE(prune::target_mode(PruneConfig{}));
+}
+
 }  // namespace
 }  // namespace headcount
 
@@ -110,6 +164,7 @@ TEST(PruneHeads, TopNKeepsExactlyNHeads) {
 #include "headcount/prune/export.h"
 #include "headcount/prune/prune_trainer.h"
 #include "headcount/run/checkpoint.h"
+#include "headcount/run/checkpoint_files.h"
 #include "headcount/train/trainer.h"
 
 namespace headcount {
@@ -554,6 +609,150 @@ TEST(PruneRun, FixAtTargetFixesTheMaskWhenTheExpectedCountReachesTheTarget) {
   bad.prune.recovery_steps = 0;
   const std::string e = load_error(bad);
   EXPECT_NE(e.find("prune.fix_at_target (from bad"), std::string::npos) << e;
+}
+
+// The probability that a Hard-Concrete gate is open, by formula (METHODS.md section 1, the
+// default gate: beta 0.33, stretch [-0.1, 1.1]): sigmoid(log_alpha - beta log(-l / r)).
+double p_open_by_formula(double log_alpha) {
+  return 1.0 / (1.0 + std::exp(-(log_alpha - 0.33 * std::log(0.1 / 1.1))));
+}
+
+// prune.target_heads_per_type: one Lagrangian term per gated type on that type's own gap, gap_t =
+// sum of P_open over the type's heads / n_t - its target fraction (ramped), the terms summed, and
+// each type's multipliers ascending on its own gap (lambda1 += lr gap, lambda2 += lr gap^2).
+TEST(PruneRun, PerTypeLagrangianSumsEachTypesTermAndAscendsOnItsOwnGap) {
+  TempDir dir;
+  Config c;
+  c.model = small_model_config();
+  c.prune.attention = {"enc_self", "dec_self", "enc_dec"};
+  c.prune.target_heads_per_type = {2, 4, 6};
+  c.prune.target_warmup_steps = 10;
+  c.prune.lagrangian_lr = 0.5;
+  train::TrainOptions o;
+  o.run_dir = dir.path();
+  prune::L0Pruning l0(c, o);
+  model::Transformer m(c.model, model::Architecture::uniform(c.model), 30, 30);
+  l0.parameter_groups(m, torch::kCPU);
+  const double log_alpha[] = {3.0, 0.0, -1.0};  // enc_self, dec_self, enc_dec
+  {
+    torch::NoGradGuard g;
+    for (auto& l : l0.gates()->layers()) l.gate->log_alpha.fill_(log_alpha[int(l.type)]);
+  }
+  // Eight heads a type: gap_t = P_open(log_alpha_t) - target_t / 8 after the ramp (step 20).
+  std::vector<double> gap;
+  for (int t = 0; t < 3; ++t)
+    gap.push_back(p_open_by_formula(log_alpha[t]) - c.prune.target_heads_per_type[t] / 8.0);
+  ASSERT_GT(gap[0], 0.1);   // enc_self: too many heads open
+  ASSERT_LT(gap[2], -0.1);  // enc_dec: too few
+  const auto r0 = l0.regulariser(20);
+  ASSERT_EQ(r0.constraints.size(), 3u);
+  for (int t = 0; t < 3; ++t) EXPECT_NEAR(r0.constraints[t], gap[t], 1e-6) << t;
+  EXPECT_EQ(r0.term.item<double>(), 0.0);  // the multipliers start at 0
+  l0.after_step(20, r0);
+  auto r1 = l0.regulariser(20);
+  double expected = 0;
+  for (double g : gap) expected += (0.5 * g) * g + (0.5 * g * g) * g * g;
+  EXPECT_NEAR(r1.term.item<double>(), expected, 1e-6);
+  // The gradient closes enc_self's heads and opens enc_dec's (descent on log_alpha).
+  r1.term.backward();
+  for (const auto& l : l0.gates()->layers()) {
+    const auto grad = l.gate->log_alpha.grad();
+    if (l.type == AttentionType::kEncSelf) {
+      EXPECT_GT(grad.min().item<double>(), 0.0);
+    } else if (l.type == AttentionType::kEncDec) {
+      EXPECT_LT(grad.max().item<double>(), 0.0);
+    }
+  }
+  // Halfway through the ramp, each type's target fraction is halfway from 1 to its own.
+  const auto r2 = l0.regulariser(5);
+  for (int t = 0; t < 3; ++t) {
+    const double halfway = 1.0 + (c.prune.target_heads_per_type[t] / 8.0 - 1.0) * 0.5;
+    EXPECT_NEAR(r2.constraints[t], p_open_by_formula(log_alpha[t]) - halfway, 1e-6) << t;
+  }
+  // The evaluation record: the total and each type's count, target now and multipliers.
+  nlohmann::json rec;
+  l0.evaluation_extras(20, rec);
+  EXPECT_EQ(rec["target_heads"], 12);
+  EXPECT_EQ(rec["target_heads_per_type"]["dec_self"], 4);
+  EXPECT_DOUBLE_EQ(rec["target_now_per_type"]["enc_dec"].get<double>(), 6.0);
+  EXPECT_NEAR(rec["lambda1_per_type"]["enc_self"].get<double>(), 0.5 * gap[0], 1e-6);
+  EXPECT_NEAR(rec["expected_open_per_type"]["enc_self"].get<double>(), 8 * p_open_by_formula(3.0),
+              1e-5);
+  // Bad per-type targets: more heads than the type has; an ungated type that loses heads.
+  auto error_of = [&](Config bad) {
+    return testing::error_of([&] {
+      prune::L0Pruning x(bad, o);
+      model::Transformer mm(bad.model, model::Architecture::uniform(bad.model), 30, 30);
+      x.parameter_groups(mm, torch::kCPU);
+    });
+  };
+  Config big = c;
+  big.prune.target_heads_per_type = {2, 9, 6};
+  EXPECT_NE(error_of(big).find("asks for 9 dec_self heads, but the model has 8"), std::string::npos)
+      << error_of(big);
+  Config ungated = c;
+  ungated.prune.attention = {"enc_self"};
+  ungated.prune.target_heads_per_type = {2, 7, 8};
+  const std::string e = error_of(ungated);
+  EXPECT_NE(e.find("asks for 7 dec_self heads, but dec_self is not in prune.attention (enc_self): "
+                   "it keeps all 8"),
+            std::string::npos)
+      << e;
+  ungated.prune.target_heads_per_type = {2, 8, 8};
+  EXPECT_EQ(error_of(ungated), "(no error)");
+}
+
+// A whole run with a per-type target: the export keeps exactly each type's count, the records
+// say so, a checkpoint holds one pair of multipliers per type and is refused by a run with one
+// total target.
+TEST(PruneRun, PerTypeTargetEndsWithEachTypesCount) {
+  TempDir dir;
+  Config c = fast_target(dir, 10);
+  c.prune.target_heads = 0;
+  c.prune.target_heads_per_type = {1, 3, 2};
+  c.train.eval_every = 5;
+  run_prune(c, dir / "p");
+  const auto arch = run::read_checkpoint_info(dir / "p" / "pruned").architecture;
+  EXPECT_EQ(arch.total(AttentionType::kEncSelf), 1);
+  EXPECT_EQ(arch.total(AttentionType::kDecSelf), 3);
+  EXPECT_EQ(arch.total(AttentionType::kEncDec), 2);
+  const auto summary = pruning_summary(dir / "p");
+  EXPECT_EQ(summary["target_heads"], 6);
+  EXPECT_EQ(summary["target_heads_per_type"], nlohmann::json({1, 3, 2}));
+  const auto evals = events(dir / "p", "eval");
+  EXPECT_TRUE(evals.back().value("mask_fixed", false)) << evals.back().dump();
+  EXPECT_EQ(evals.front()["target_heads_per_type"]["enc_dec"], 2);
+  const fs::path last = dir / "p" / "checkpoints" / "last";
+  const auto state =
+      nlohmann::json::parse(io::read_file(run::CheckpointFolder{last}.prune_state()));
+  EXPECT_EQ(state["lambda1"].size(), 3u);
+  auto load_into = [&](const Config& cfg) {
+    return testing::error_of([&] {
+      train::TrainOptions o;
+      o.run_dir = dir / "x";
+      prune::L0Pruning l0(cfg, o);
+      auto m = run::load_model(run::read_checkpoint_info(cfg.prune.init_from), torch::kCPU);
+      l0.parameter_groups(m, torch::kCPU);
+      l0.load(last);
+    });
+  };
+  EXPECT_EQ(load_into(c), "(no error)");
+  Config one = c;
+  one.prune.target_heads_per_type.clear();
+  one.prune.target_heads = 6;
+  EXPECT_NE(load_into(one).find("lambda1 has 3 values, but the run's target has 1 groups"),
+            std::string::npos)
+      << load_into(one);
+  // The two targets together, and Fisher's cost budgets with l0: clear errors.
+  Config both = c;
+  both.prune.target_heads = 6;
+  EXPECT_NE(load_error(both).find("are two targets of the gates"), std::string::npos)
+      << load_error(both);
+  Config flops = c;
+  flops.prune.target_heads_per_type.clear();
+  flops.prune.flops_fraction = 0.5;
+  EXPECT_NE(load_error(flops).find("prune.flops_fraction (from bad"), std::string::npos)
+      << load_error(flops);
 }
 
 // prune.exact_recovery: the run ends recovery_steps after the step the mask was fixed at (not at

@@ -212,6 +212,12 @@ TEST(Reliability, PruneKilledInEveryWindowOfASaveEndsAsAnUninterruptedRun) {
   save_config(c, dir / "rewind.yaml");
   const TempDir rewind;
   kill_at_every_window_and_resume(rewind, "prune", dir / "rewind.yaml");
+  // A target per attention type (a pair of multipliers per type in the checkpoint): the same.
+  c.prune.target_heads = 0;
+  c.prune.target_heads_per_type = {1, 2, 2};
+  save_config(c, dir / "typed.yaml");
+  const TempDir typed;
+  kill_at_every_window_and_resume(typed, "prune", dir / "typed.yaml");
 }
 
 // A kill after `last` but before `best`: the resumed run repairs `best` (and step-N) from `last`

@@ -26,6 +26,10 @@
 #                 fine-tuned under it (prune.recovery_steps 1,200 x B, prune.rewind; train.max_steps
 #                 1,200 x (B + 1)); e.g. lrw-0.15-2x (lambda 0.15 kept 70 heads, 4/31/35, in the
 #                 reference table)
+#   typed-E.D.ED-Bx  exact-N-Bx with a target per attention type instead of one over all heads
+#                 (prune.target_heads_per_type [E, D, ED], one Lagrangian per type): the gates
+#                 choose which heads of each type, not how many; e.g. typed-3.32.37-2x, the
+#                 counts the recipe's seed 1 kept at 72 heads
 # NAME-sK (e.g. exact-72-1x-s2) runs NAME with seed K.
 # Other variants than exact-* at budgets B > 1 scale their steps as queue.sh does (ramp a quarter
 # of the steps, the latest fixing point at the half).
@@ -58,8 +62,17 @@ for name in "$@"; do
       --set train.eval_every=400 --set prune.recovery_steps=$((1200 * budget))
       --set prune.rewind=true --set seed=$seed)
   fi
+  if [[ $base_name =~ ^typed-([0-9]+)\.([0-9]+)\.([0-9]+)-([0-9]+)x$ ]]; then
+    budget=${BASH_REMATCH[4]}
+    per_type="[${BASH_REMATCH[1]}, ${BASH_REMATCH[2]}, ${BASH_REMATCH[3]}]"
+    args=(--set train.max_steps=$((1200 * budget + 600)) --set train.eval_every=200
+      --set prune.target_heads=0 --set "prune.target_heads_per_type=$per_type"
+      --set prune.target_warmup_steps=300 --set prune.lagrangian_lr=0.05
+      --set prune.recovery_steps=$((1200 * budget)) --set seed=$seed)
+  fi
   case $base_name in
     lrw-*) ;;
+    typed-*) args+=(--set prune.fix_at_target=true --set prune.rewind=true --set prune.exact_recovery=true) ;;
     exact-*) args+=(--set prune.fix_at_target=true --set prune.rewind=true --set prune.exact_recovery=true) ;;
     kd-exact-*) args+=(--set prune.fix_at_target=true --set prune.rewind=true --set prune.exact_recovery=true
       --set prune.distill_weight=0.5) ;;

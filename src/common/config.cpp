@@ -553,7 +553,9 @@ std::vector<Field> prune_fisher_fields() {
       field<std::vector<double>>(
           "prune.target_heads_per_type", "list of numbers", HC_ACCESS(prune.target_heads_per_type),
           heads_per_type(),
-          "fisher: heads to keep per attention type [enc_self, dec_self, enc_dec]; [] = off"),
+          "heads to keep per attention type [enc_self, dec_self, enc_dec] (fisher's budget, or "
+          "l0's target mode with one Lagrangian per type; an ungated type's entry is its "
+          "count); [] = off"),
       field<double>("prune.flops_fraction", "float", HC_ACCESS(prune.flops_fraction),
                     range(0.0, 1.0),
                     "fisher: keep at most this fraction of decoding FLOPs; 0 = off"),
@@ -874,10 +876,16 @@ Config ConfigLoader::finish() const {
              origin("prune.target_heads_per_type"), origin("prune.flops_fraction"),
              origin("prune.latency_fraction"), budgets);
   } else {
-    HC_CHECK(p.target_heads_per_type.empty() && p.flops_fraction == 0 && p.latency_fraction == 0,
-             "prune.target_heads_per_type, prune.flops_fraction and prune.latency_fraction are "
-             "budgets of prune.method fisher, but prune.method is {} (from {})",
+    HC_CHECK(p.flops_fraction == 0 && p.latency_fraction == 0,
+             "prune.flops_fraction (from {}) and prune.latency_fraction (from {}) are budgets of "
+             "prune.method fisher, but prune.method is {} (from {})",
+             origin("prune.flops_fraction"), origin("prune.latency_fraction"),
              choice_name(p.method), origin("prune.method"));
+    HC_CHECK(p.target_heads == 0 || p.target_heads_per_type.empty(),
+             "prune.target_heads ({}, from {}) and prune.target_heads_per_type (from {}) are two "
+             "targets of the gates: give one (prune.target_heads=0 or "
+             "prune.target_heads_per_type=[] turns the other off)",
+             p.target_heads, origin("prune.target_heads"), origin("prune.target_heads_per_type"));
   }
   HC_CHECK(!p.reconstruct_every_layer ||
                (p.reconstruct && p.reconstruct_mode != ReconstructMode::kOnePass),
@@ -897,9 +905,11 @@ Config ConfigLoader::finish() const {
            "gates train in the steps before it",
            p.recovery_steps, origin("prune.recovery_steps"), c.train.max_steps,
            origin("train.max_steps"));
-  HC_CHECK(!p.fix_at_target || (p.target_heads > 0 && p.recovery_steps > 0),
+  HC_CHECK(!p.fix_at_target ||
+               ((p.target_heads > 0 || !p.target_heads_per_type.empty()) && p.recovery_steps > 0),
            "prune.fix_at_target (from {}) fixes the mask of target mode early for the recovery "
-           "steps: it needs prune.target_heads (from {}) and prune.recovery_steps (from {})",
+           "steps: it needs prune.target_heads or prune.target_heads_per_type (from {}) and "
+           "prune.recovery_steps (from {})",
            origin("prune.fix_at_target"), origin("prune.target_heads"),
            origin("prune.recovery_steps"));
   HC_CHECK(!p.exact_recovery || p.fix_at_target,

@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <iterator>
 #include <limits>
 
 #include "headcount/common/check.h"
@@ -24,6 +25,32 @@ std::vector<model::AttentionType> gated_types(const PruneConfig& c) {
   for (const auto& name : c.attention) out.push_back(model::attention_from_name(name));
   return out;
 }
+
+std::vector<TargetGroup> target_groups(const PruneConfig& c) {
+  if (c.target_heads > 0) return {{gated_types(c), c.target_heads, "all"}};
+  std::vector<TargetGroup> out;
+  if (c.target_heads_per_type.empty()) return out;
+  const auto gated = gated_types(c);
+  for (size_t i = 0; i < std::size(model::kAttentionTypes); ++i) {
+    const auto t = model::kAttentionTypes[i];
+    if (std::find(gated.begin(), gated.end(), t) == gated.end()) continue;
+    out.push_back(
+        {{t}, static_cast<int64_t>(c.target_heads_per_type.at(i)), model::attention_name(t)});
+  }
+  return out;
+}
+
+bool target_mode(const PruneConfig& c) {
+  return !target_groups(c).empty();
+}
+
+namespace {
+
+bool of_types(model::AttentionType t, const std::vector<model::AttentionType>& types) {
+  return types.empty() || std::find(types.begin(), types.end(), t) != types.end();
+}
+
+}  // namespace
 
 std::string HeadGatesImpl::key(model::AttentionType type, int layer) {
   return fmt::format("{}.{}", model::attention_name(type), layer);
@@ -84,13 +111,19 @@ torch::Tensor HeadGatesImpl::penalty(PenaltyNorm norm) const {
   return norm == PenaltyNorm::kLayerMean ? total / static_cast<double>(layers_.size()) : total;
 }
 
-torch::Tensor HeadGatesImpl::expected_open() const {
-  return penalty(PenaltyNorm::kSum);
+torch::Tensor HeadGatesImpl::expected_open(const std::vector<model::AttentionType>& types) const {
+  if (types.empty()) return penalty(PenaltyNorm::kSum);
+  std::vector<torch::Tensor> sums;
+  for (const auto& l : layers_)
+    if (of_types(l.type, types)) sums.push_back(l.gate->penalty());
+  HC_CHECK(!sums.empty(), "no gated attention layer of the types asked for");
+  return torch::stack(sums).sum();
 }
 
-int64_t HeadGatesImpl::total_heads() const {
+int64_t HeadGatesImpl::total_heads(const std::vector<model::AttentionType>& types) const {
   int64_t n = 0;
-  for (const auto& l : layers_) n += l.gate->num_heads();
+  for (const auto& l : layers_)
+    if (of_types(l.type, types)) n += l.gate->num_heads();
   return n;
 }
 
@@ -106,7 +139,8 @@ std::map<std::string, torch::Tensor> HeadGatesImpl::eval_values() const {
   return out;
 }
 
-std::map<std::string, torch::Tensor> top_n_values(const HeadGatesImpl& gates, int64_t n) {
+std::map<std::string, torch::Tensor> top_n_values(const HeadGatesImpl& gates, int64_t n,
+                                                  const std::vector<model::AttentionType>& types) {
   struct Head {
     float log_alpha;
     size_t layer;
@@ -115,6 +149,7 @@ std::map<std::string, torch::Tensor> top_n_values(const HeadGatesImpl& gates, in
   std::vector<Head> heads;
   const auto& layers = gates.layers();
   for (size_t i = 0; i < layers.size(); ++i) {
+    if (!of_types(layers[i].type, types)) continue;
     auto la = layers[i].gate->log_alpha.detach().to(torch::kCPU);
     for (int64_t h = 0; h < la.size(0); ++h) heads.push_back({la[h].item<float>(), i, h});
   }
@@ -128,7 +163,8 @@ std::map<std::string, torch::Tensor> top_n_values(const HeadGatesImpl& gates, in
   for (const auto& l : layers) {
     eval.push_back(l.gate->eval_gate().detach().to(torch::kCPU));
     expected.push_back(l.gate->expected_gate().to(torch::kCPU));
-    out[HeadGatesImpl::key(l.type, l.layer)] = torch::zeros_like(eval.back());
+    if (of_types(l.type, types))
+      out[HeadGatesImpl::key(l.type, l.layer)] = torch::zeros_like(eval.back());
   }
   for (int64_t k = 0; k < n; ++k) {
     const auto& h = heads[k];
@@ -146,8 +182,11 @@ std::map<std::string, torch::Tensor> top_n_values(const HeadGatesImpl& gates, in
 
 std::map<std::string, torch::Tensor> final_values(const HeadGatesImpl& gates,
                                                   const PruneConfig& p) {
-  if (p.target_heads > 0) return top_n_values(gates, p.target_heads);
-  return gates.eval_values();
+  const auto groups = target_groups(p);
+  if (groups.empty()) return gates.eval_values();
+  std::map<std::string, torch::Tensor> out;
+  for (const auto& g : groups) out.merge(top_n_values(gates, g.heads, g.types));
+  return out;
 }
 
 std::map<std::string, torch::Tensor> fixed_mask_values(const HeadGatesImpl& gates,

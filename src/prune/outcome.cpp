@@ -112,8 +112,10 @@ std::string l0_readme(const PruneOutcome& o) {
       "evaluation "
       "from which the head's gate stayed 0):\n\n```\n",
       o.init_from, fmt::join(o.attention_gated, ", "),
-      o.target_heads > 0 ? fmt::format("target {} heads", o.target_heads)
-                         : fmt::format("lambda {}", o.lambda),
+      !o.target_heads_per_type.empty()
+          ? fmt::format("target {} heads per type", fmt::join(o.target_heads_per_type, "/"))
+      : o.target_heads > 0 ? fmt::format("target {} heads", o.target_heads)
+                           : fmt::format("lambda {}", o.lambda),
       o.steps, o.heads_before, o.parameters_before, o.dev_bleu_start, o.heads_after,
       o.parameters_after, o.dev_bleu_end);
 }
@@ -159,6 +161,7 @@ nlohmann::ordered_json PruneOutcome::to_json() const {
   j["attention_gated"] = attention_gated;
   j["lambda"] = lambda;
   j["target_heads"] = target_heads;
+  if (!target_heads_per_type.empty()) j["target_heads_per_type"] = target_heads_per_type;
   j["steps"] = steps;
   if (budget) j["budget"] = *budget;
   j["heads_before_e_d_de"] = heads_before;
@@ -182,6 +185,8 @@ PruneOutcome PruneOutcome::from_json(const nlohmann::ordered_json& j, const std:
   o.attention_gated = field<std::vector<std::string>>(j, "attention_gated", file);
   o.lambda = field<double>(j, "lambda", file);
   o.target_heads = field<int64_t>(j, "target_heads", file);
+  o.target_heads_per_type = optional_field<std::vector<int64_t>>(j, "target_heads_per_type", file)
+                                .value_or(std::vector<int64_t>{});
   o.steps = field<int64_t>(j, "steps", file);
   o.budget = optional_field<nlohmann::ordered_json>(j, "budget", file);
   o.heads_before = field<std::string>(j, "heads_before_e_d_de", file);

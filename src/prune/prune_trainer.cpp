@@ -22,20 +22,42 @@ namespace headcount::prune {
 
 namespace {
 
-// Target mode ends with exactly n heads: how the final gates were rounded to them.
-void log_target_rounding(int64_t n, int64_t open_by_gates) {
+// The heads of a target group ("5" or "5 enc_self"), for the log.
+std::string group_heads(const TargetGroup& g, int64_t n) {
+  return g.name == "all" ? fmt::format("{}", n) : fmt::format("{} {}", n, g.name);
+}
+
+// Target mode ends with exactly the group's heads: how the final gates were rounded to them.
+void log_target_rounding(const TargetGroup& g, int64_t open_by_gates) {
+  const int64_t n = g.heads;
   if (open_by_gates < n)
     log::info(
         "target {} heads: the gates left {} open; the {} closed heads with the largest "
         "log_alpha are kept at their expected gate value",
-        n, open_by_gates, n - open_by_gates);
+        group_heads(g, n), open_by_gates, n - open_by_gates);
   else if (open_by_gates > n)
     log::info(
         "target {} heads: the gates left {} open; the {} with the smallest log_alpha are "
         "removed",
-        n, open_by_gates, open_by_gates - n);
+        group_heads(g, n), open_by_gates, open_by_gates - n);
   else
-    log::info("target {} heads: the gates left exactly {} open", n, open_by_gates);
+    log::info("target {} heads: the gates left exactly {} open", group_heads(g, n), open_by_gates);
+}
+
+// Target mode as the log states it.
+std::string target_text(const std::vector<TargetGroup>& groups, int64_t warmup_steps) {
+  if (groups.size() == 1 && groups.front().name == "all")
+    return fmt::format("target {} heads (Lagrangian, ramp {} steps)", groups.front().heads,
+                       warmup_steps);
+  std::vector<std::string> parts;
+  for (const auto& g : groups) parts.push_back(group_heads(g, g.heads));
+  return fmt::format("target {} heads (a Lagrangian per type, ramp {} steps)",
+                     fmt::join(parts, ", "), warmup_steps);
+}
+
+// A group's target count at `step` (its ramp).
+double target_now(const TargetGroup& g, int64_t step, int64_t warmup_steps, double gated) {
+  return target_fraction(step, static_cast<double>(g.heads) / gated, warmup_steps) * gated;
 }
 
 // The lambda schedule as the log states it.
@@ -151,9 +173,7 @@ std::vector<train::ParamGroup> L0Pruning::parameter_groups(model::Transformer& m
               config_.prune.distill_weight, config_.prune.distill_temperature);
   }
   const int64_t total = gates_->total_heads();
-  HC_CHECK(config_.prune.target_heads <= total,
-           "prune.target_heads ({}) is larger than the number of gated heads ({})",
-           config_.prune.target_heads, total);
+  set_targets();
   // Freezing: parts not listed in prune.train_parts keep their weights.
   const auto& parts = config_.prune.train_parts;
   auto wants = [&](const char* part) {
@@ -182,16 +202,53 @@ std::vector<train::ParamGroup> L0Pruning::parameter_groups(model::Transformer& m
   log::info("pruning: gates on {} heads ({}), training the gates{}{}; {}", total,
             fmt::join(config_.prune.attention, ", "), parts.empty() ? " alone" : " and ",
             fmt::join(parts, ", "),
-            config_.prune.target_heads > 0
-                ? fmt::format("target {} heads (Lagrangian, ramp {} steps)",
-                              config_.prune.target_heads, config_.prune.target_warmup_steps)
-                : fmt::format("{}, L_C normalised as {}", lambda_text(config_.prune),
-                              choice_name(config_.prune.penalty_norm)));
+            !targets_.empty() ? target_text(targets_, config_.prune.target_warmup_steps)
+                              : fmt::format("{}, L_C normalised as {}", lambda_text(config_.prune),
+                                            choice_name(config_.prune.penalty_norm)));
   // The model's trained parts at the scheduled rate, the gates at prune.gate_lr.
   std::vector<train::ParamGroup> groups;
   if (!trained_parameters.empty()) groups.push_back({trained_parameters, std::nullopt});
   groups.push_back({gates_->parameters(), config_.prune.gate_lr, /*model_weights=*/false});
   return groups;
+}
+
+void L0Pruning::set_targets() {
+  const auto& p = config_.prune;
+  targets_ = target_groups(p);
+  if (!p.target_heads_per_type.empty()) {
+    const auto gated = gated_types(p);
+    const auto& arch = model_->architecture();
+    for (size_t i = 0; i < std::size(model::kAttentionTypes); ++i) {
+      const auto t = model::kAttentionTypes[i];
+      const auto n = static_cast<int64_t>(p.target_heads_per_type[i]);
+      HC_CHECK(std::find(gated.begin(), gated.end(), t) != gated.end() || n == arch.total(t),
+               "prune.target_heads_per_type asks for {} {} heads, but {} is not in "
+               "prune.attention ({}): it keeps all {} of its heads; give {} or gate it",
+               n, model::attention_name(t), model::attention_name(t), fmt::join(p.attention, ", "),
+               arch.total(t), arch.total(t));
+    }
+  }
+  for (const auto& g : targets_) {
+    const int64_t gated = gates_->total_heads(g.types);
+    if (g.name == "all")
+      HC_CHECK(g.heads <= gated,
+               "prune.target_heads ({}) is larger than the number of gated heads ({})", g.heads,
+               gated);
+    else
+      HC_CHECK(g.heads <= gated,
+               "prune.target_heads_per_type asks for {} {} heads, but the model has {}", g.heads,
+               g.name, gated);
+  }
+  lambda1_.assign(targets_.size(), 0.0);
+  lambda2_.assign(targets_.size(), 0.0);
+}
+
+bool L0Pruning::reached_target(int64_t steps_done) const {
+  if (targets_.empty() || steps_done < config_.prune.target_warmup_steps) return false;
+  torch::NoGradGuard no_grad;
+  for (const auto& g : targets_)
+    if (gates_->expected_open(g.types).item<double>() > static_cast<double>(g.heads)) return false;
+  return true;
 }
 
 void L0Pruning::begin_step() {
@@ -227,18 +284,26 @@ train::Regulariser L0Pruning::regulariser(int64_t step) {
   const auto& p = config_.prune;
   // Recovery: cross-entropy alone (the gates are not in the graph).
   if (fixed()) return {};
-  if (p.target_heads > 0) {
-    // Target mode: the gap between the expected fraction of open heads and the target fraction
-    // (ramped over prune.target_warmup_steps), in the Lagrangian lambda1 gap + lambda2 gap^2.
-    const double n = static_cast<double>(gates_->total_heads());
-    const double t = target_fraction(step, p.target_heads / n, p.target_warmup_steps);
-    auto gap = gates_->expected_open() / n - t;
-    return {lambda1_ * gap + lambda2_ * gap * gap, gap.item<double>()};
+  if (!targets_.empty()) {
+    // Target mode: per group, the gap between the expected fraction of its heads open and its
+    // target fraction (ramped over prune.target_warmup_steps), in the Lagrangian
+    // lambda1 gap + lambda2 gap^2; the groups' terms add up.
+    train::Regulariser r;
+    for (size_t i = 0; i < targets_.size(); ++i) {
+      const auto& g = targets_[i];
+      const double n = static_cast<double>(gates_->total_heads(g.types));
+      const double t = target_fraction(step, g.heads / n, p.target_warmup_steps);
+      auto gap = gates_->expected_open(g.types) / n - t;
+      auto term = lambda1_[i] * gap + lambda2_[i] * gap * gap;
+      r.term = r.term.defined() ? r.term + term : term;
+      r.constraints.push_back(gap.item<double>());
+    }
+    return r;
   }
   // lambda(step) x L_C (lambda 0 still gives the gates a zero gradient).
   const double lambda = schedule_.at(step);
-  if (lambda == 0) return {gates_->penalty(p.penalty_norm) * 0.0, 0.0};
-  return {lambda * gates_->penalty(p.penalty_norm), 0.0};
+  if (lambda == 0) return {gates_->penalty(p.penalty_norm) * 0.0, {}};
+  return {lambda * gates_->penalty(p.penalty_norm), {}};
 }
 
 void L0Pruning::after_step(int64_t step, const train::Regulariser& r) {
@@ -254,20 +319,18 @@ void L0Pruning::after_step(int64_t step, const train::Regulariser& r) {
     return;
   }
   // prune.fix_at_target: the ramp is over and, after this step's update, E[open] is at or below
-  // the target.
-  auto expected_open = [&] {
-    torch::NoGradGuard no_grad;
-    return gates_->expected_open().item<double>();
-  };
-  if (config_.prune.fix_at_target && step + 1 >= config_.prune.target_warmup_steps &&
-      expected_open() <= config_.prune.target_heads) {
+  // the target (every group's).
+  if (config_.prune.fix_at_target && reached_target(step + 1)) {
     fix_during_run(step + 1);
     return;
   }
-  if (config_.prune.target_heads > 0) {
-    // Gradient ascent on the multipliers: d/dlambda1 = gap, d/dlambda2 = gap^2.
-    lambda1_ += config_.prune.lagrangian_lr * r.constraint;
-    lambda2_ += config_.prune.lagrangian_lr * r.constraint * r.constraint;
+  // Gradient ascent on each group's multipliers: d/dlambda1 = gap, d/dlambda2 = gap^2.
+  HC_CHECK(r.constraints.size() == targets_.size(), "{} constraint values for {} target groups",
+           r.constraints.size(), targets_.size());
+  for (size_t i = 0; i < targets_.size(); ++i) {
+    const double gap = r.constraints[i];
+    lambda1_[i] += config_.prune.lagrangian_lr * gap;
+    lambda2_[i] += config_.prune.lagrangian_lr * gap * gap;
   }
 }
 
@@ -310,23 +373,14 @@ void L0Pruning::evaluation_extras(int64_t step, nlohmann::json& record) {
   record["heads_e_d_de"] = fmt::format("{}/{}/{}", counts[0], counts[1], counts[2]);
   record["expected_open"] = gates_->expected_open().item<double>();
   if (fixed()) record["mask_fixed"] = true;
-  if (config_.prune.target_heads > 0) {
-    record["target_heads"] = config_.prune.target_heads;
-    record["target_now"] =
-        target_fraction(step,
-                        config_.prune.target_heads / static_cast<double>(gates_->total_heads()),
-                        config_.prune.target_warmup_steps) *
-        static_cast<double>(gates_->total_heads());
-    record["lambda1"] = lambda1_;
-    record["lambda2"] = lambda2_;
+  if (!targets_.empty()) {
+    target_record(step, record);
   } else {
     record["lambda"] = schedule_.at(step);
   }
   log::info("step {} | heads open (enc/dec/enc-dec) {} | expected open {:.1f}{}", step,
             record["heads_e_d_de"].get<std::string>(), record["expected_open"].get<double>(),
-            config_.prune.target_heads > 0
-                ? fmt::format(" | target {:.1f}", record["target_now"].get<double>())
-                : "");
+            !targets_.empty() ? target_log(record) : "");
   if (options_.rank != 0) return;
   run::GateSnapshot snapshot;
   snapshot.step = step;
@@ -344,10 +398,60 @@ void L0Pruning::evaluation_extras(int64_t step, nlohmann::json& record) {
   run::append_gates(run::RunFolder{options_.run_dir}.gates(), snapshot);
 }
 
+// " | target T" of an evaluation's log line; per type " | target T (enc_self T1, E[open] E1; ...)".
+std::string L0Pruning::target_log(const nlohmann::json& record) const {
+  std::string out = fmt::format(" | target {:.1f}", record["target_now"].get<double>());
+  if (!record.contains("target_now_per_type")) return out;
+  std::vector<std::string> parts;
+  for (const auto& g : targets_)
+    parts.push_back(fmt::format("{} {:.1f}, E[open] {:.1f}", g.name,
+                                record["target_now_per_type"][g.name].get<double>(),
+                                record["expected_open_per_type"][g.name].get<double>()));
+  return out + fmt::format(" ({})", fmt::join(parts, "; "));
+}
+
+void L0Pruning::target_record(int64_t step, nlohmann::json& record) {
+  // One group (prune.target_heads): the keys as numbers; per type, also each type's values.
+  int64_t heads = 0;
+  double now = 0;
+  nlohmann::json heads_t, now_t, expected_t, l1_t, l2_t;
+  for (size_t i = 0; i < targets_.size(); ++i) {
+    const auto& g = targets_[i];
+    const double t = target_now(g, step, config_.prune.target_warmup_steps,
+                                static_cast<double>(gates_->total_heads(g.types)));
+    heads += g.heads;
+    now += t;
+    heads_t[g.name] = g.heads;
+    now_t[g.name] = t;
+    expected_t[g.name] = gates_->expected_open(g.types).item<double>();
+    l1_t[g.name] = lambda1_[i];
+    l2_t[g.name] = lambda2_[i];
+  }
+  record["target_heads"] = heads;
+  record["target_now"] = now;
+  if (targets_.size() == 1 && targets_.front().name == "all") {
+    record["lambda1"] = lambda1_.front();
+    record["lambda2"] = lambda2_.front();
+    return;
+  }
+  record["target_heads_per_type"] = heads_t;
+  record["target_now_per_type"] = now_t;
+  record["expected_open_per_type"] = expected_t;
+  record["lambda1_per_type"] = l1_t;
+  record["lambda2_per_type"] = l2_t;
+}
+
 void L0Pruning::save(const fs::path& dir) {
   run::save_weights(run::CheckpointFolder{dir}.gates(), model::named_weights(*gates_));
-  nlohmann::json j = {
-      {"lambda1", lambda1_}, {"lambda2", lambda2_}, {"attention", config_.prune.attention}};
+  // One group: the multipliers as numbers, as checkpoints before per-type targets have them (and
+  // lambda mode a 0 for its unused pair); per type, one value per group.
+  auto multipliers = [&](const std::vector<double>& v) {
+    if (v.size() > 1) return nlohmann::json(v);
+    return nlohmann::json(v.empty() ? 0.0 : v.front());
+  };
+  nlohmann::json j = {{"lambda1", multipliers(lambda1_)},
+                      {"lambda2", multipliers(lambda2_)},
+                      {"attention", config_.prune.attention}};
   if (fixed()) j["mask_fixed_at"] = fixed_at_;
   io::write_file_atomic(run::CheckpointFolder{dir}.prune_state(), j.dump(2) + "\n");
 }
@@ -360,8 +464,21 @@ void L0Pruning::load(const fs::path& dir) {
   model::load_weights(*gates_, run::load_weights_file(ckpt.gates()), ckpt.gates().string());
   const auto j =
       nlohmann::json::parse(run::read_checkpoint_file(dir, run::CheckpointFolder::kPruneState));
-  lambda1_ = j.at("lambda1").get<double>();
-  lambda2_ = j.at("lambda2").get<double>();
+  // The multipliers: a number (one target group, or lambda mode's unused pair) or one per group.
+  auto multipliers = [&](const char* key) {
+    const auto& v = j.at(key);
+    std::vector<double> out =
+        v.is_array() ? v.get<std::vector<double>>() : std::vector<double>{v.get<double>()};
+    HC_CHECK(out.size() == std::max<size_t>(targets_.size(), 1),
+             "{}: {} has {} values, but the run's target has {} groups ({}): it was saved by a "
+             "run with another prune.target_heads / prune.target_heads_per_type",
+             ckpt.prune_state().string(), key, out.size(), targets_.size(),
+             target_text(targets_, config_.prune.target_warmup_steps));
+    out.resize(targets_.size());
+    return out;
+  };
+  lambda1_ = multipliers("lambda1");
+  lambda2_ = multipliers("lambda2");
   // A checkpoint of the recovery steps: the mask was fixed, from these gates (which stay).
   if (j.contains("mask_fixed_at")) {
     fix_mask(j.at("mask_fixed_at").get<int64_t>());
@@ -388,8 +505,12 @@ void L0Pruning::finish(train::Trainer& trainer) {
   const auto values = mask_values();
   int64_t open_by_gates = 0;
   for (const auto& [key, v] : gates_->eval_values()) open_by_gates += v.gt(0).sum().item<int64_t>();
-  if (config_.prune.target_heads > 0)
-    log_target_rounding(config_.prune.target_heads, open_by_gates);
+  const auto open_by_type = gates_->open_heads();
+  for (const auto& g : targets_) {
+    int64_t open = 0;
+    for (auto t : g.types) open += open_by_type.count(t) ? open_by_type.at(t) : 0;
+    log_target_rounding(g, open);
+  }
   const auto r = trainer.evaluate();
   nlohmann::json rec = {{"event", "final"},
                         {"step", trainer.state().step},
@@ -415,8 +536,11 @@ void L0Pruning::finish(train::Trainer& trainer) {
   PruneOutcome o;
   o.init_from = options_.init_from ? options_.init_from->string() : "";
   o.attention_gated = config_.prune.attention;
-  o.lambda = config_.prune.target_heads > 0 ? 0.0 : config_.prune.lambda;
-  o.target_heads = config_.prune.target_heads;
+  o.lambda = !targets_.empty() ? 0.0 : config_.prune.lambda;
+  for (const auto& g : targets_) o.target_heads += g.heads;
+  if (!config_.prune.target_heads_per_type.empty())
+    for (double n : config_.prune.target_heads_per_type)
+      o.target_heads_per_type.push_back(static_cast<int64_t>(n));
   o.steps = trainer.state().step;
   o.heads_before = model_->architecture().summary();
   o.architecture_after = pruned->architecture();

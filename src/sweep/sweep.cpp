@@ -269,6 +269,7 @@ const std::vector<std::string> kStrengthKeys = {"prune.lambda",
                                                 "prune.lambda_steps",
                                                 "prune.lambda_values",
                                                 "prune.target_heads",
+                                                "prune.target_heads_per_type",
                                                 "prune.target_warmup_steps",
                                                 "prune.lagrangian_lr"};
 
@@ -484,12 +485,13 @@ void warn_pruning_controls(const SweepSpec& spec, const std::vector<YAML::Node>&
   for (size_t i = 0; i < spec.points.size(); ++i) {
     const auto& p = spec.points[i];
     if (!p.is_control) continue;
-    if (resolved[i].prune.lambda != 0 || resolved[i].prune.target_heads != 0) {
+    const auto& q = resolved[i].prune;
+    if (q.lambda != 0 || q.target_heads != 0 || !q.target_heads_per_type.empty()) {
       log::warn(
-          "{}: run '{}' is a control but prunes (prune.lambda {}, prune.target_heads {}): a "
-          "zero-pruning control normally has prune.lambda 0",
-          where(spec.file, nodes[i]), p.name, resolved[i].prune.lambda,
-          resolved[i].prune.target_heads);
+          "{}: run '{}' is a control but prunes (prune.lambda {}, prune.target_heads {}, "
+          "prune.target_heads_per_type [{}]): a zero-pruning control normally has prune.lambda 0",
+          where(spec.file, nodes[i]), p.name, q.lambda, q.target_heads,
+          fmt::join(q.target_heads_per_type, ", "));
     }
   }
 }

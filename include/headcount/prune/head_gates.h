@@ -17,6 +17,20 @@ namespace headcount::prune {
 HardConcreteOptions gate_options(const PruneConfig& c);
 std::vector<model::AttentionType> gated_types(const PruneConfig& c);
 
+// Target mode (prune.method l0): the head counts its Lagrangian asks for. prune.target_heads is
+// one group over every gated head; prune.target_heads_per_type is one group per gated type, each
+// with its own multipliers, so the gates choose which heads of a type to keep but not how many of
+// each type (an ungated type's entry must be the model's count: it keeps every head). Empty in
+// lambda mode.
+struct TargetGroup {
+  std::vector<model::AttentionType> types;
+  int64_t heads = 0;
+  std::string name;  // "all", or the type's name
+};
+std::vector<TargetGroup> target_groups(const PruneConfig& c);
+// target_groups(c) is not empty.
+bool target_mode(const PruneConfig& c);
+
 class HeadGatesImpl : public torch::nn::Module {
  public:
   struct Layer {
@@ -45,9 +59,9 @@ class HeadGatesImpl : public torch::nn::Module {
   // L_C: sum of P_open over all gated heads (kSum), or the mean over gated layers of each
   // layer's sum (kLayerMean).
   torch::Tensor penalty(PenaltyNorm norm) const;
-  // Expected number of open heads: sum of P_open.
-  torch::Tensor expected_open() const;
-  int64_t total_heads() const;
+  // Expected number of open heads: sum of P_open (over the layers of `types`, all when empty).
+  torch::Tensor expected_open(const std::vector<model::AttentionType>& types = {}) const;
+  int64_t total_heads(const std::vector<model::AttentionType>& types = {}) const;
   // Heads whose eval gate is above zero, per attention type.
   std::map<model::AttentionType, int64_t> open_heads() const;
   // Eval gate values per layer key ("enc_self.3"), for pruning.
@@ -66,11 +80,13 @@ TORCH_MODULE(HeadGates);
 // Keeps exactly `n` heads: the ones with the largest log_alpha (equivalently, expected gate).
 // Kept heads take their eval gate; a kept head whose eval gate is 0 (the gates closed more than
 // `n` heads) takes its expected gate E[g] instead, a small positive value; the others 0. Returns
-// values per layer key.
-std::map<std::string, torch::Tensor> top_n_values(const HeadGatesImpl& gates, int64_t n);
+// values per layer key, for the layers of `types` (all gated layers when empty).
+std::map<std::string, torch::Tensor> top_n_values(
+    const HeadGatesImpl& gates, int64_t n, const std::vector<model::AttentionType>& types = {});
 
-// What a prune run's gates say to keep at its end: top_n_values in target mode
-// (prune.target_heads), the eval gates otherwise.
+// What a prune run's gates say to keep at its end: in target mode top_n_values of each target
+// group (exactly prune.target_heads heads, or prune.target_heads_per_type's per type), the eval
+// gates otherwise.
 std::map<std::string, torch::Tensor> final_values(const HeadGatesImpl& gates, const PruneConfig& p);
 // The mask of a run whose mask is fixed (its recovery steps): final_values, with prune.rewind made
 // 0/1 (the rewound weights were trained with every head at full strength, so a kept head is kept

@@ -64,8 +64,9 @@ struct PruneOutcome {
   std::optional<std::string> method;  // Fisher: "fisher" (L0 runs write no method)
   std::string init_from;              // the converged checkpoint pruned
   std::vector<std::string> attention_gated;
-  double lambda = 0;  // L0's lambda (0 in target mode and for Fisher)
-  int64_t target_heads = 0;
+  double lambda = 0;                             // L0's lambda (0 in target mode and for Fisher)
+  int64_t target_heads = 0;                      // target mode: the heads kept in all
+  std::vector<int64_t> target_heads_per_type;    // L0 with prune.target_heads_per_type (e, d, de)
   int64_t steps = 0;                             // fine-tuning steps (Fisher: 0)
   std::optional<nlohmann::ordered_json> budget;  // Fisher: the budget and its costs
   std::string heads_before, heads_after;         // "e/d/de" head counts

@@ -19,13 +19,14 @@ namespace headcount::prune {
 // L0 pruning as a training extension: gates on the heads of prune.attention, trained with the
 // parts of prune.train_parts; the regulariser (regulariser(), the whole objective's extra term)
 // is lambda(step) x L_C, or in target mode lambda1 x gap + lambda2 x gap^2 with multipliers that
-// ascend on the gap after each step.
+// ascend on the gap after each step (with prune.target_heads_per_type, one such term and pair of
+// multipliers per gated type, each on its own type's gap).
 class L0Pruning : public train::TrainingExtension {
  public:
   L0Pruning(const Config& config, const train::TrainOptions& options);
   HeadGates& gates() { return gates_; }
   // The gate values the run ends with: the eval gates, or in target mode exactly
-  // prune.target_heads heads (top-N by log_alpha).
+  // prune.target_heads heads, or prune.target_heads_per_type's per type (top-N by log_alpha).
   std::map<std::string, torch::Tensor> final_values();
 
   std::vector<train::ParamGroup> parameter_groups(model::Transformer& model,
@@ -67,6 +68,14 @@ class L0Pruning : public train::TrainingExtension {
   bool fixed() const { return fixed_values_.has_value(); }
   // Heads open per gated type: by the gates' eval values, or by the fixed mask once it is fixed.
   std::map<model::AttentionType, int64_t> open_heads();
+  // Target mode: the groups' checks against the gated model; the multipliers start at 0.
+  void set_targets();
+  // Target mode's keys of an evaluation record: target_heads, target_now (the ramp's count now),
+  // the multipliers; per type, each type's count, target now, expected open heads, multipliers.
+  void target_record(int64_t step, nlohmann::json& record);
+  std::string target_log(const nlohmann::json& record) const;
+  // prune.fix_at_target: after the ramp, every group's expected open heads at or below its count.
+  bool reached_target(int64_t steps_done) const;
   // The values the export takes now: the fixed mask, or final_values().
   std::map<std::string, torch::Tensor> mask_values();
 
@@ -75,7 +84,9 @@ class L0Pruning : public train::TrainingExtension {
   model::Transformer model_{nullptr};
   HeadGates gates_{nullptr};
   LambdaSchedule schedule_;
-  double lambda1_ = 0, lambda2_ = 0;  // target mode: the Lagrange multipliers
+  // Target mode: its head-count groups (target_groups) and each group's Lagrange multipliers.
+  std::vector<TargetGroup> targets_;
+  std::vector<double> lambda1_, lambda2_;
   bool finished_ = false;
   int64_t fix_step_ = -1;  // -1: no recovery
   int64_t fixed_at_ = -1;  // the step the mask was fixed at (-1: not yet)

@@ -27,7 +27,8 @@
 // agree with the point's on every axis except the pruning-strength keys (kStrengthKeys; a key a
 // point does not set counts as unset, equal only to unset); none matching: no control; several: an
 // error (give the run `control: NAME`). A control that prunes (prune.lambda or prune.target_heads
-// not 0) is allowed with a warning. The report shows each run's BLEU against its control's.
+// not 0, or prune.target_heads_per_type set) is allowed with a warning. The report shows each run's
+// BLEU against its control's.
 //
 //   grid: {prune.lambda: [0, 0.05, 0.2]}
 //   controls: [lambda-0]                 # lambda-0.05 and lambda-0.2 match it
@@ -62,7 +63,8 @@ struct SweepPoint {
 
 // The keys that set how strongly a prune run prunes, ignored when matching a point to its control:
 // prune.lambda, prune.lambda_schedule, prune.lambda_warmup_steps, prune.lambda_steps,
-// prune.lambda_values, prune.target_heads, prune.target_warmup_steps, prune.lagrangian_lr.
+// prune.lambda_values, prune.target_heads, prune.target_heads_per_type, prune.target_warmup_steps,
+// prune.lagrangian_lr.
 extern const std::vector<std::string> kStrengthKeys;
 
 struct SlurmSpec {

@@ -51,11 +51,11 @@ void set_group_rates(torch::optim::Adam& adam, const std::vector<ParamGroup>& gr
 std::vector<torch::Tensor> clipped_parameters(const std::vector<ParamGroup>& groups);
 
 // A step's regulariser: `term` is added to the per-token objective (undefined: nothing);
-// `constraint` is the value it was built from, handed back to after_step (a Lagrangian method's
-// constraint violation, which its multipliers ascend on).
+// `constraints` are the values it was built from, handed back to after_step (a Lagrangian
+// method's constraint violations, one per pair of multipliers, which ascend on them).
 struct Regulariser {
   torch::Tensor term;
-  double constraint = 0;
+  std::vector<double> constraints;
 };
 
 class TrainingExtension {
