@@ -255,6 +255,9 @@ TEST(Surprises, UnknownCommandsFilesForFoldersMissingDataAndMissingSweepCommand)
        model + " is a file; a checkpoint is a folder: pass its folder " + c},
       {"prune " + d + "/base.yaml --out " + d + "/p --set prune.init_from=" + model,
        model + " is a file; a checkpoint is a folder"},
+      // A flag that stands for a config key is named as the key's origin.
+      {"prune " + d + "/base.yaml --out " + d + "/p --method fisher",
+       "prune.method fisher (from --method) needs exactly one budget"},
       {"translate --checkpoint " + c + " -i " + d + "/in.txt -o " + d, d + " is a folder"},
       {"eval --checkpoint " + c + " --out " + d, d + " is a folder; expected a file name"},
       {"eval --checkpoint " + c + " --hyp-out " + d, d + " is a folder; expected a file name"},

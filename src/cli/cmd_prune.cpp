@@ -38,7 +38,7 @@ void add_prune_command(CLI::App& app) {
       ->check(output_folder());
   cmd->callback([a] {
     Config config;
-    if (!a->method.empty()) a->config.sets.push_back("prune.method=" + a->method);
+    if (!a->method.empty()) a->config.flags.push_back({"--method", "prune.method", a->method});
     if (!resolve_config(a->config, &config)) return;
     HC_CHECK(!config.prune.init_from.empty(),
              "prune.init_from is required: the converged checkpoint to prune (e.g. "

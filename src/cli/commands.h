@@ -47,6 +47,9 @@ void add_analyze_command(CLI::App& app);
 struct ConfigArgs {
   std::vector<std::string> files;
   std::vector<std::string> sets;
+  // A command's flags that stand for config keys (e.g. prune --method), applied after --set;
+  // errors about their keys name the flag.
+  std::vector<FlagOverride> flags;
   bool dump = false;
 };
 void add_config_args(CLI::App* cmd, ConfigArgs& args, bool positional = true);

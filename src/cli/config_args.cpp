@@ -26,6 +26,7 @@ bool resolve_config(const ConfigArgs& args, Config* config) {
   ConfigLoader loader;
   for (const auto& f : args.files) loader.apply_file(f);
   for (const auto& s : args.sets) loader.apply_set(s);
+  for (const auto& f : args.flags) loader.apply_flag(f);
   *config = loader.finish();
   if (args.dump) {
     std::fputs(dump_config(*config).c_str(), stdout);
