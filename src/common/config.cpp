@@ -843,28 +843,11 @@ std::string ConfigLoader::origin(const std::string& key) const {
   return it == origins_.end() ? "" : it->second;
 }
 
-Config ConfigLoader::finish() const {
-  const Config& c = config_;
-  const int head_dim = c.model.head_dim > 0 ? c.model.head_dim : c.model.d_model / c.model.heads;
-  HC_CHECK(c.model.head_dim > 0 || c.model.d_model % c.model.heads == 0,
-           "model.d_model ({}, from {}) is not divisible by model.heads ({}, from {}): set "
-           "model.head_dim",
-           c.model.d_model, origin("model.d_model"), c.model.heads, origin("model.heads"));
-  HC_CHECK(head_dim > 0, "model.head_dim must be positive");
-  HC_CHECK(!c.model.tie_embeddings || c.vocab.joint,
-           "model.tie_embeddings (from {}) needs one joint vocabulary, but vocab.joint is false "
-           "(from {})",
-           origin("model.tie_embeddings"), origin("vocab.joint"));
-  HC_CHECK(c.data.min_tokens <= c.data.max_tokens,
-           "data.min_tokens ({}, from {}) is larger than data.max_tokens ({}, from {})",
-           c.data.min_tokens, origin("data.min_tokens"), c.data.max_tokens,
-           origin("data.max_tokens"));
-  HC_CHECK(c.train.max_len < c.model.max_positions,
-           "train.max_len ({}, from {}) must be below model.max_positions ({}, from {}): a kept "
-           "training pair and its end token must fit the position table",
-           c.train.max_len, origin("train.max_len"), c.model.max_positions,
-           origin("model.max_positions"));
-  const auto& p = c.prune;
+namespace {
+
+// prune.method fisher takes exactly one budget; l0 takes at most one target and no cost budget.
+void check_prune_budgets(const PruneConfig& p, const ConfigLoader& loader) {
+  const auto origin = [&](const std::string& key) { return loader.origin(key); };
   const int budgets = (p.target_heads > 0) + !p.target_heads_per_type.empty() +
                       (p.flops_fraction > 0) + (p.latency_fraction > 0);
   if (p.method == PruneMethod::kFisher) {
@@ -887,6 +870,33 @@ Config ConfigLoader::finish() const {
              "prune.target_heads_per_type=[] turns the other off)",
              p.target_heads, origin("prune.target_heads"), origin("prune.target_heads_per_type"));
   }
+}
+
+}  // namespace
+
+Config ConfigLoader::finish() const {
+  const Config& c = config_;
+  const int head_dim = c.model.head_dim > 0 ? c.model.head_dim : c.model.d_model / c.model.heads;
+  HC_CHECK(c.model.head_dim > 0 || c.model.d_model % c.model.heads == 0,
+           "model.d_model ({}, from {}) is not divisible by model.heads ({}, from {}): set "
+           "model.head_dim",
+           c.model.d_model, origin("model.d_model"), c.model.heads, origin("model.heads"));
+  HC_CHECK(head_dim > 0, "model.head_dim must be positive");
+  HC_CHECK(!c.model.tie_embeddings || c.vocab.joint,
+           "model.tie_embeddings (from {}) needs one joint vocabulary, but vocab.joint is false "
+           "(from {})",
+           origin("model.tie_embeddings"), origin("vocab.joint"));
+  HC_CHECK(c.data.min_tokens <= c.data.max_tokens,
+           "data.min_tokens ({}, from {}) is larger than data.max_tokens ({}, from {})",
+           c.data.min_tokens, origin("data.min_tokens"), c.data.max_tokens,
+           origin("data.max_tokens"));
+  HC_CHECK(c.train.max_len < c.model.max_positions,
+           "train.max_len ({}, from {}) must be below model.max_positions ({}, from {}): a kept "
+           "training pair and its end token must fit the position table",
+           c.train.max_len, origin("train.max_len"), c.model.max_positions,
+           origin("model.max_positions"));
+  const auto& p = c.prune;
+  check_prune_budgets(p, *this);
   HC_CHECK(!p.reconstruct_every_layer ||
                (p.reconstruct && p.reconstruct_mode != ReconstructMode::kOnePass),
            "prune.reconstruct_every_layer (from {}) needs prune.reconstruct on and a sequential "
