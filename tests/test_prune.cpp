@@ -120,7 +120,6 @@ TEST(PruneHeads, PerTypeTargetKeepsEachTypesCountByLogAlphaWithinTheType) {
   ASSERT_EQ(groups.size(), 3u);
   EXPECT_EQ(groups[1].name, "dec_self");
   EXPECT_EQ(groups[1].heads, 2);
-  EXPECT_TRUE(prune::target_mode(p));
   const auto v = prune::final_values(*gates, p);
   ASSERT_EQ(v.size(), 6u);
   auto kept = [&](const char* key) { return v.at(key).gt(0).nonzero().view(-1); };
@@ -146,7 +145,7 @@ TEST(PruneHeads, PerTypeTargetKeepsEachTypesCountByLogAlphaWithinTheType) {
   ASSERT_EQ(prune::target_groups(enc).size(), 1u);
   EXPECT_EQ(prune::target_groups(enc)[0].types,
             std::vector<AttentionType>{AttentionType::kEncSelf});
-  EXPECT_FALSE(prune::target_mode(PruneConfig{}));
+  EXPECT_TRUE(prune::target_groups(PruneConfig{}).empty());  // lambda mode
 }
 
 }  // namespace

@@ -40,10 +40,6 @@ std::vector<TargetGroup> target_groups(const PruneConfig& c) {
   return out;
 }
 
-bool target_mode(const PruneConfig& c) {
-  return !target_groups(c).empty();
-}
-
 namespace {
 
 bool of_types(model::AttentionType t, const std::vector<model::AttentionType>& types) {
@@ -105,14 +101,11 @@ void HeadGatesImpl::clear() {
 
 torch::Tensor HeadGatesImpl::penalty(PenaltyNorm norm) const {
   HC_CHECK(!layers_.empty(), "no gated attention layer: nothing to prune");
-  std::vector<torch::Tensor> sums;
-  for (const auto& l : layers_) sums.push_back(l.gate->penalty());
-  auto total = torch::stack(sums).sum();
+  auto total = expected_open();
   return norm == PenaltyNorm::kLayerMean ? total / static_cast<double>(layers_.size()) : total;
 }
 
 torch::Tensor HeadGatesImpl::expected_open(const std::vector<model::AttentionType>& types) const {
-  if (types.empty()) return penalty(PenaltyNorm::kSum);
   std::vector<torch::Tensor> sums;
   for (const auto& l : layers_)
     if (of_types(l.type, types)) sums.push_back(l.gate->penalty());

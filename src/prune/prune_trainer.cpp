@@ -503,9 +503,9 @@ std::string L0Pruning::progress() {
 void L0Pruning::finish(train::Trainer& trainer) {
   finished_ = true;
   const auto values = mask_values();
-  int64_t open_by_gates = 0;
-  for (const auto& [key, v] : gates_->eval_values()) open_by_gates += v.gt(0).sum().item<int64_t>();
   const auto open_by_type = gates_->open_heads();
+  int64_t open_by_gates = 0;
+  for (const auto& [type, n] : open_by_type) open_by_gates += n;
   for (const auto& g : targets_) {
     int64_t open = 0;
     for (auto t : g.types) open += open_by_type.count(t) ? open_by_type.at(t) : 0;

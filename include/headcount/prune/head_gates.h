@@ -28,8 +28,6 @@ struct TargetGroup {
   std::string name;  // "all", or the type's name
 };
 std::vector<TargetGroup> target_groups(const PruneConfig& c);
-// target_groups(c) is not empty.
-bool target_mode(const PruneConfig& c);
 
 class HeadGatesImpl : public torch::nn::Module {
  public:
