@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <random>
+
 #include "headcount/common/check.h"
 #include "headcount/data/vocab.h"
 #include "headcount/decode/search.h"
@@ -146,6 +148,115 @@ TEST(PruneHeads, PerTypeTargetKeepsEachTypesCountByLogAlphaWithinTheType) {
   EXPECT_EQ(prune::target_groups(enc)[0].types,
             std::vector<AttentionType>{AttentionType::kEncSelf});
   EXPECT_TRUE(prune::target_groups(PruneConfig{}).empty());  // lambda mode
+}
+
+// prune.target_split expected: one total split between groups in proportion to their expected
+// open heads, by largest remainder, with quotas capped at a group's size. The figures by hand.
+TEST(PruneHeads, SplitByExpectedRoundsEachGroupsShareByLargestRemainder) {
+  using prune::split_by_expected;
+  const std::vector<int64_t> k48 = {48, 48, 48};
+  // 72 x (7.41, 29.29, 35.26) / 71.96 = 7.414, 29.306, 35.280: floors 7 + 29 + 35 = 71, the one
+  // head left to the largest fractional part (0.414).
+  EXPECT_EQ(split_by_expected({7.41, 29.29, 35.26}, k48, 72), (std::vector<int64_t>{8, 29, 35}));
+  // 72 x (6.60, 29.35, 35.92) / 71.87 = 6.612, 29.403, 35.985: floors 70, two heads left, to
+  // 0.985 and 0.612.
+  EXPECT_EQ(split_by_expected({6.60, 29.35, 35.92}, k48, 72), (std::vector<int64_t>{7, 29, 36}));
+  // 12 x 8 / 10 = 9.6 exceeds the group's 8: it keeps all 8, the other two share 4 as 1 : 1.
+  EXPECT_EQ(split_by_expected({8, 1, 1}, {8, 8, 8}, 12), (std::vector<int64_t>{8, 2, 2}));
+  // Equal fractional parts: the earlier group first.
+  EXPECT_EQ(split_by_expected({1, 1, 1}, {4, 4, 4}, 4), (std::vector<int64_t>{2, 1, 1}));
+  // No expected heads anywhere: the sizes stand in (6 x 2/12, 6 x 4/12, 6 x 6/12).
+  EXPECT_EQ(split_by_expected({0, 0, 0}, {2, 4, 6}, 6), (std::vector<int64_t>{1, 2, 3}));
+  // The capped group full and nothing expected elsewhere: the count is made up one head a group.
+  EXPECT_EQ(split_by_expected({5, 0, 0}, {4, 4, 4}, 6), (std::vector<int64_t>{4, 1, 1}));
+  EXPECT_EQ(split_by_expected({3, 2}, {4, 4}, 0), (std::vector<int64_t>{0, 0}));
+  EXPECT_EQ(split_by_expected({3, 2}, {4, 4}, 8), (std::vector<int64_t>{4, 4}));
+  // Over many draws: the counts add up to n, none exceeds its group, and without a cap each is
+  // its quota rounded down or up.
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<double> u(0.0, 48.0);
+  for (int i = 0; i < 200; ++i) {
+    const std::vector<double> e = {u(rng), u(rng), u(rng)};
+    const int64_t n = static_cast<int64_t>(rng() % 145);
+    const auto c = split_by_expected(e, k48, n);
+    EXPECT_EQ(c[0] + c[1] + c[2], n);
+    const double sum = e[0] + e[1] + e[2];
+    bool cap = false;
+    for (double x : e) cap = cap || n * x / sum > 48;
+    for (int t = 0; t < 3; ++t) {
+      EXPECT_LE(c[t], 48);
+      if (!cap) EXPECT_LT(std::abs(c[t] - n * e[t] / sum), 1.0) << i << " " << t;
+    }
+  }
+  EXPECT_NE(testing::error_of([] {
+              split_by_expected({1, 1}, {2, 2}, 5);
+            }).find("cannot keep 5 heads: the groups have 4"),
+            std::string::npos);
+}
+
+// With one total over three types, the top rule and the expected split on the same gates: every
+// enc_self head undecided (log_alpha 0, P_open 0.688), dec_self and enc_dec with four heads open
+// (log_alpha 5) and four closed (-5) each. Keeping 8: the top rule takes the eight at 5 and no
+// enc_self head; the expected split gives enc_self its share of E[open] = 5.50 + 4.00 + 4.00.
+TEST(PruneHeads, ExpectedSplitKeepsEachTypesShareOfTheExpectedOpenHeads) {
+  auto c = small_model_config();
+  model::Transformer m(c, model::Architecture::uniform(c), 30, 30);
+  PruneConfig p;
+  p.attention = {"enc_self", "dec_self", "enc_dec"};
+  p.target_heads = 8;
+  prune::HeadGates gates(m, prune::gated_types(p), prune::HardConcreteOptions{});
+  ASSERT_EQ(gates->layers().size(), 6u);
+  {
+    torch::NoGradGuard g;
+    for (auto& l : gates->layers()) {
+      if (l.type == AttentionType::kEncSelf) {
+        l.gate->log_alpha.fill_(0.0);
+      } else {
+        // Layer 0: heads 0-1 open, 2-3 closed; layer 1 the same, so each type has 4 open.
+        l.gate->log_alpha.copy_(torch::tensor({5.0f, 5.0f, -5.0f, -5.0f}));
+      }
+    }
+  }
+  // By the formula (the default gate: beta 0.33, stretch [-0.1, 1.1]): P_open(log_alpha) =
+  // sigmoid(log_alpha - 0.33 log(0.1 / 1.1)).
+  auto p_open = [](double la) {
+    return 1.0 / (1.0 + std::exp(-(la - 0.33 * std::log(0.1 / 1.1))));
+  };
+  const double pe = p_open(0.0), hi = p_open(5.0), lo = p_open(-5.0);
+  const double e_enc = 8 * pe, e_other = 4 * hi + 4 * lo;
+  EXPECT_NEAR(gates->expected_open({AttentionType::kEncSelf}).item<double>(), e_enc, 1e-4);
+  // Quotas 8 x 5.50 / 13.51 = 3.26 and 8 x 4.00 / 13.51 = 2.37 (twice): floors 3, 2, 2, the
+  // head left to dec_self (0.37, before enc_dec's equal part).
+  const double sum = e_enc + 2 * e_other;
+  ASSERT_NEAR(8 * e_enc / sum, 3.26, 0.01);
+  ASSERT_NEAR(8 * e_other / sum, 2.37, 0.01);
+  const std::vector<AttentionType> all = {AttentionType::kEncSelf, AttentionType::kDecSelf,
+                                          AttentionType::kEncDec};
+  EXPECT_EQ(prune::expected_split(*gates, 8, all), (std::vector<int64_t>{3, 3, 2}));
+  auto count = [](const std::map<std::string, torch::Tensor>& v, const char* type) {
+    int64_t n = 0;
+    for (const auto& [key, x] : v)
+      if (key.rfind(type, 0) == 0) n += x.gt(0).sum().item<int64_t>();
+    return n;
+  };
+  const auto top = prune::final_values(*gates, p);
+  EXPECT_EQ(count(top, "enc_self"), 0);
+  EXPECT_EQ(count(top, "dec_self"), 4);
+  EXPECT_EQ(count(top, "enc_dec"), 4);
+  p.target_split = TargetSplit::kExpected;
+  const auto v = prune::final_values(*gates, p);
+  EXPECT_EQ(count(v, "enc_self"), 3);
+  EXPECT_EQ(count(v, "dec_self"), 3);
+  EXPECT_EQ(count(v, "enc_dec"), 2);
+  // Within a type the largest log_alpha: only heads at 5; enc_self's equal ones by position.
+  for (const char* key : {"dec_self.0", "dec_self.1", "enc_dec.0", "enc_dec.1"})
+    EXPECT_EQ(v.at(key).slice(0, 2, 4).gt(0).sum().item<int64_t>(), 0) << key;
+  EXPECT_TRUE(torch::equal(v.at("enc_self.0").gt(0).nonzero().view(-1),
+                           torch::tensor({0, 1, 2}, torch::kLong)));
+  // Kept heads take their eval gate: 1 for log_alpha 5, min(1, max(0, sigmoid(0) 1.2 - 0.1)) =
+  // 0.5 for the undecided enc_self heads (folded into W_o by the export, or 1 under prune.rewind).
+  EXPECT_NEAR(v.at("enc_self.0")[0].item<float>(), 0.5f, 1e-6);
+  EXPECT_EQ(v.at("dec_self.0")[0].item<float>(), 1.0f);
 }
 
 }  // namespace
@@ -752,6 +863,77 @@ TEST(PruneRun, PerTypeTargetEndsWithEachTypesCount) {
   flops.prune.flops_fraction = 0.5;
   EXPECT_NE(load_error(flops).find("prune.flops_fraction (from bad"), std::string::npos)
       << load_error(flops);
+}
+
+// prune.target_split expected in a whole run: the mask fixed at the target keeps, per type, that
+// type's share of the gates' expected open heads at the fixing step, which the test computes from
+// the checkpoint's log_alpha by the formula and rounds by largest remainder itself.
+TEST(PruneRun, ExpectedSplitFixesEachTypesShareOfTheExpectedOpenHeads) {
+  TempDir dir;
+  Config c = fast_target(dir, 10);
+  c.prune.target_heads = 7;
+  c.prune.target_split = TargetSplit::kExpected;
+  c.prune.rewind = true;
+  c.train.eval_every = 5;
+  run_prune(c, dir / "x");
+  const fs::path last = dir / "x" / "checkpoints" / "last";
+  const auto state =
+      nlohmann::json::parse(io::read_file(run::CheckpointFolder{last}.prune_state()));
+  ASSERT_TRUE(state.contains("mask_fixed_at")) << state.dump();
+  // The gates as the run left them (their log_alpha held at the fixing step's since then).
+  train::TrainOptions o;
+  o.run_dir = dir / "y";
+  prune::L0Pruning l0(c, o);
+  auto m = run::load_model(run::read_checkpoint_info(c.prune.init_from), torch::kCPU);
+  l0.parameter_groups(m, torch::kCPU);
+  l0.load(last);
+  double e[3] = {0, 0, 0};
+  for (const auto& l : l0.gates()->layers()) {
+    const auto la = l.gate->log_alpha.detach();
+    for (int64_t h = 0; h < la.size(0); ++h)
+      e[static_cast<int>(l.type)] += p_open_by_formula(la[h].item<double>());
+  }
+  const double sum = e[0] + e[1] + e[2];
+  int64_t counts[3], assigned = 0;
+  double frac[3];
+  for (int t = 0; t < 3; ++t) {
+    const double q = 7 * e[t] / sum;  // no type's quota reaches its 8 heads here
+    ASSERT_LT(q, 8.0);
+    counts[t] = static_cast<int64_t>(std::floor(q));
+    frac[t] = q - counts[t];
+    assigned += counts[t];
+  }
+  for (; assigned < 7; ++assigned) {
+    int best = 0;
+    for (int t = 1; t < 3; ++t)
+      if (frac[t] > frac[best]) best = t;
+    ++counts[best];
+    frac[best] = -1;
+  }
+  const auto arch = run::read_checkpoint_info(dir / "x" / "pruned").architecture;
+  EXPECT_EQ(arch.total(AttentionType::kEncSelf), counts[0]);
+  EXPECT_EQ(arch.total(AttentionType::kDecSelf), counts[1]);
+  EXPECT_EQ(arch.total(AttentionType::kEncDec), counts[2]);
+  EXPECT_EQ(arch.total(), 7);
+  // One total's evaluation records carry each type's expected open heads too.
+  const auto evals = events(dir / "x", "eval");
+  EXPECT_NEAR(evals.back()["expected_open_per_type"]["dec_self"].get<double>(), e[1], 1e-4);
+  // The split is a rule of one L0 total over several types: elsewhere a clear error.
+  Config lambda = c;
+  lambda.prune.target_heads = 0;
+  lambda.prune.fix_at_target = false;
+  lambda.prune.rewind = false;
+  EXPECT_NE(load_error(lambda).find("prune.target_split expected (from bad"), std::string::npos)
+      << load_error(lambda);
+  Config typed = lambda;
+  typed.prune.target_heads_per_type = {1, 3, 3};
+  EXPECT_NE(load_error(typed).find("prune.target_heads_per_type gives the split itself"),
+            std::string::npos)
+      << load_error(typed);
+  Config one_type = c;
+  one_type.prune.attention = {"enc_self"};
+  EXPECT_NE(load_error(one_type).find("more than one type in prune.attention"), std::string::npos)
+      << load_error(one_type);
 }
 
 // prune.exact_recovery: the run ends recovery_steps after the step the mask was fixed at (not at

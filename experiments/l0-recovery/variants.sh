@@ -30,6 +30,9 @@
 #                 (prune.target_heads_per_type [E, D, ED], one Lagrangian per type): the gates
 #                 choose which heads of each type, not how many; e.g. typed-3.32.37-2x, the
 #                 counts the recipe's seed 1 kept at 72 heads
+#   esplit-N-Bx   exact-N-Bx with prune.target_split expected: the one total split between the
+#                 types by the gates' expected open heads at the fixing step (N x E_t / sum E,
+#                 largest remainder), then the largest log_alpha within each type (item 32)
 # NAME-sK (e.g. exact-72-1x-s2) runs NAME with seed K.
 # Other variants than exact-* at budgets B > 1 scale their steps as queue.sh does (ramp a quarter
 # of the steps, the latest fixing point at the half).
@@ -52,7 +55,7 @@ for name in "$@"; do
   budget=$(echo "$base_name" | sed -E 's/.*-([0-9]+)x$/\1/')
   steps=$((1200 * budget)) ramp=$((300 * budget)) recovery=$((600 * budget))
   case $base_name in rw150-*) ramp=$((150 * budget)) ;; esac
-  case $base_name in exact-* | kd-exact-*) steps=$((1200 * budget + 600)) ramp=300 recovery=$((1200 * budget)) ;; esac
+  case $base_name in exact-* | kd-exact-* | esplit-*) steps=$((1200 * budget + 600)) ramp=300 recovery=$((1200 * budget)) ;; esac
   args=(--set train.max_steps=$steps --set train.eval_every=200 --set prune.target_heads=$n
     --set prune.target_warmup_steps=$ramp --set prune.lagrangian_lr=0.05
     --set prune.recovery_steps=$recovery --set seed=$seed)
@@ -74,6 +77,8 @@ for name in "$@"; do
     lrw-*) ;;
     typed-*) args+=(--set prune.fix_at_target=true --set prune.rewind=true --set prune.exact_recovery=true) ;;
     exact-*) args+=(--set prune.fix_at_target=true --set prune.rewind=true --set prune.exact_recovery=true) ;;
+    esplit-*) args+=(--set prune.fix_at_target=true --set prune.rewind=true --set prune.exact_recovery=true
+      --set prune.target_split=expected) ;;
     kd-exact-*) args+=(--set prune.fix_at_target=true --set prune.rewind=true --set prune.exact_recovery=true
       --set prune.distill_weight=0.5) ;;
     fix-*) args+=(--set prune.fix_at_target=true) ;;

@@ -506,6 +506,10 @@ std::vector<Field> prune_gate_fields() {
           "sum of P_open over heads (paper) or mean over gated layers (Voita's code)"),
       field<int>("prune.target_heads", "int", HC_ACCESS(prune.target_heads), range(0, 1000000),
                  "keep exactly this many gated heads (Lagrangian target mode); 0 = off"),
+      choice_field<TargetSplit>(
+          "prune.target_split", HC_ACCESS(prune.target_split),
+          "one target over several types: the largest log_alpha over all (top) or each type's "
+          "share of the expected open heads (expected)"),
       field<int>("prune.target_warmup_steps", "int", HC_ACCESS(prune.target_warmup_steps),
                  range(0, INT32_MAX), "steps over which the target is ramped"),
       field<double>("prune.lagrangian_lr", "float", HC_ACCESS(prune.lagrangian_lr),
@@ -870,6 +874,15 @@ void check_prune_budgets(const PruneConfig& p, const ConfigLoader& loader) {
              "prune.target_heads_per_type=[] turns the other off)",
              p.target_heads, origin("prune.target_heads"), origin("prune.target_heads_per_type"));
   }
+  // The split of one total between the types is a rule of the gates' final mask.
+  HC_CHECK(p.target_split == TargetSplit::kTop ||
+               (p.method == PruneMethod::kL0 && p.target_heads > 0 && p.attention.size() > 1),
+           "prune.target_split {} (from {}) splits one target over several gated types by the "
+           "gates' expected open heads: it needs prune.method l0 (from {}), prune.target_heads "
+           "(from {}; prune.target_heads_per_type gives the split itself) and more than one "
+           "type in prune.attention (from {})",
+           choice_name(p.target_split), origin("prune.target_split"), origin("prune.method"),
+           origin("prune.target_heads"), origin("prune.attention"));
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <cmath>
 #include <iterator>
 #include <limits>
 
@@ -173,12 +174,89 @@ std::map<std::string, torch::Tensor> top_n_values(const HeadGatesImpl& gates, in
   return out;
 }
 
+std::vector<int64_t> split_by_expected(std::vector<double> expected,
+                                       const std::vector<int64_t>& sizes, int64_t n) {
+  const size_t k = sizes.size();
+  HC_CHECK(expected.size() == k, "{} expected counts for {} groups", expected.size(), k);
+  int64_t total = 0;
+  for (int64_t s : sizes) total += s;
+  HC_CHECK(n >= 0 && n <= total, "cannot keep {} heads: the groups have {}", n, total);
+  double sum = 0;
+  for (auto& e : expected) sum += (e = std::max(e, 0.0));
+  if (sum <= 0)
+    for (size_t i = 0; i < k; ++i) expected[i] = static_cast<double>(sizes[i]);
+  // The quotas, capped at the groups' sizes: a capped group keeps all its heads and the others
+  // share what is left in proportion to their expected counts, until no quota exceeds its size.
+  std::vector<double> quota(k, 0.0);
+  std::vector<bool> capped(k, false);
+  for (bool again = true; again;) {
+    again = false;
+    double left = static_cast<double>(n), mass = 0;
+    for (size_t i = 0; i < k; ++i) {
+      if (capped[i])
+        left -= static_cast<double>(sizes[i]);
+      else
+        mass += expected[i];
+    }
+    for (size_t i = 0; i < k; ++i) {
+      if (capped[i]) continue;
+      quota[i] = mass > 0 ? left * expected[i] / mass : 0.0;
+      if (quota[i] > static_cast<double>(sizes[i])) {
+        quota[i] = static_cast<double>(sizes[i]);
+        capped[i] = again = true;
+      }
+    }
+  }
+  // Largest remainder: the floors, then one more head for the largest fractional parts (a group
+  // that is full is skipped; a second pass only where quotas of 0 must make up the count).
+  std::vector<int64_t> counts(k);
+  int64_t assigned = 0;
+  for (size_t i = 0; i < k; ++i) {
+    counts[i] = std::min(sizes[i], static_cast<int64_t>(std::floor(quota[i])));
+    assigned += counts[i];
+  }
+  std::vector<size_t> order(k);
+  for (size_t i = 0; i < k; ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return quota[a] - std::floor(quota[a]) > quota[b] - std::floor(quota[b]);
+  });
+  while (assigned < n) {
+    for (size_t i : order) {
+      if (assigned == n) break;
+      if (counts[i] < sizes[i]) {
+        ++counts[i];
+        ++assigned;
+      }
+    }
+  }
+  return counts;
+}
+
+std::vector<int64_t> expected_split(const HeadGatesImpl& gates, int64_t n,
+                                    const std::vector<model::AttentionType>& types) {
+  std::vector<double> expected;
+  std::vector<int64_t> sizes;
+  for (auto t : types) {
+    expected.push_back(gates.expected_open({t}).item<double>());
+    sizes.push_back(gates.total_heads({t}));
+  }
+  return split_by_expected(expected, sizes, n);
+}
+
 std::map<std::string, torch::Tensor> final_values(const HeadGatesImpl& gates,
                                                   const PruneConfig& p) {
   const auto groups = target_groups(p);
   if (groups.empty()) return gates.eval_values();
   std::map<std::string, torch::Tensor> out;
-  for (const auto& g : groups) out.merge(top_n_values(gates, g.heads, g.types));
+  for (const auto& g : groups) {
+    if (p.target_split == TargetSplit::kExpected && g.types.size() > 1) {
+      const auto counts = expected_split(gates, g.heads, g.types);
+      for (size_t i = 0; i < g.types.size(); ++i)
+        out.merge(top_n_values(gates, counts[i], {g.types[i]}));
+    } else {
+      out.merge(top_n_values(gates, g.heads, g.types));
+    }
+  }
   return out;
 }
 

@@ -44,6 +44,20 @@ void log_target_rounding(const TargetGroup& g, int64_t open_by_gates) {
     log::info("target {} heads: the gates left exactly {} open", group_heads(g, n), open_by_gates);
 }
 
+// prune.target_split expected: how one total is split between its types, and the gates' expected
+// open heads it was split by.
+void log_expected_split(const HeadGatesImpl& gates, const TargetGroup& g) {
+  const auto counts = expected_split(gates, g.heads, g.types);
+  std::vector<std::string> parts;
+  for (size_t i = 0; i < g.types.size(); ++i)
+    parts.push_back(fmt::format("{} {} (E[open] {:.2f})", model::attention_name(g.types[i]),
+                                counts[i], gates.expected_open({g.types[i]}).item<double>()));
+  log::info(
+      "target {} heads split between the types by the gates' expected open heads "
+      "(prune.target_split expected): {}",
+      g.heads, fmt::join(parts, ", "));
+}
+
 // Target mode as the log states it.
 std::string target_text(const std::vector<TargetGroup>& groups, int64_t warmup_steps) {
   if (groups.size() == 1 && groups.front().name == "all")
@@ -89,6 +103,9 @@ void L0Pruning::fix_mask(int64_t step) {
   // at full strength, so a kept head is kept at 1 (the gates' fractional eval values, up to which
   // the gated weights had co-adapted, would scale the rewound heads down).
   fixed_values_ = fixed_mask_values(*gates_, config_.prune);
+  if (config_.prune.target_split == TargetSplit::kExpected)
+    for (const auto& g : targets_)
+      if (g.types.size() > 1) log_expected_split(*gates_, g);
   fixed_log_alpha_.clear();
   for (const auto& l : gates_->layers()) fixed_log_alpha_.push_back(l.gate->log_alpha.clone());
   int64_t kept = 0;
@@ -430,6 +447,11 @@ void L0Pruning::target_record(int64_t step, nlohmann::json& record) {
   record["target_heads"] = heads;
   record["target_now"] = now;
   if (targets_.size() == 1 && targets_.front().name == "all") {
+    // Each gated type's share of the expected open heads (what prune.target_split expected splits
+    // the total by).
+    for (auto t : targets_.front().types)
+      record["expected_open_per_type"][model::attention_name(t)] =
+          gates_->expected_open({t}).item<double>();
     record["lambda1"] = lambda1_.front();
     record["lambda2"] = lambda2_.front();
     return;
@@ -510,6 +532,8 @@ void L0Pruning::finish(train::Trainer& trainer) {
     int64_t open = 0;
     for (auto t : g.types) open += open_by_type.count(t) ? open_by_type.at(t) : 0;
     log_target_rounding(g, open);
+    if (!fixed() && config_.prune.target_split == TargetSplit::kExpected && g.types.size() > 1)
+      log_expected_split(*gates_, g);
   }
   const auto r = trainer.evaluate();
   nlohmann::json rec = {{"event", "final"},

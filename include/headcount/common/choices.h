@@ -24,6 +24,10 @@ enum class LambdaScheduleKind { kConstant, kLinear, kPiecewise };
 enum class PenaltyNorm { kSum, kLayerMean };
 // prune.noise: one gate draw per head per batch, or per head per example.
 enum class GateNoise { kHead, kExample };
+// prune.target_split: how target mode's one total is split between the gated attention types when
+// the mask is fixed or exported: the largest log_alpha over all gated heads, or each type's share
+// of the gates' expected open heads (include/headcount/prune/head_gates.h: split_by_expected).
+enum class TargetSplit { kTop, kExpected };
 // prune.method: gated fine-tuning, or post-training Fisher masks.
 enum class PruneMethod { kL0, kFisher };
 // prune.reconstruct_mode: where Fisher's least-squares refit takes each layer's inputs and target
@@ -55,6 +59,7 @@ HC_CHOICES(LambdaScheduleKind, 3, {LambdaScheduleKind::kConstant, "constant"},
            {LambdaScheduleKind::kLinear, "linear"}, {LambdaScheduleKind::kPiecewise, "piecewise"})
 HC_CHOICES(PenaltyNorm, 2, {PenaltyNorm::kSum, "sum"}, {PenaltyNorm::kLayerMean, "layer_mean"})
 HC_CHOICES(GateNoise, 2, {GateNoise::kHead, "head"}, {GateNoise::kExample, "example"})
+HC_CHOICES(TargetSplit, 2, {TargetSplit::kTop, "top"}, {TargetSplit::kExpected, "expected"})
 HC_CHOICES(PruneMethod, 2, {PruneMethod::kL0, "l0"}, {PruneMethod::kFisher, "fisher"})
 HC_CHOICES(ReconstructMode, 3, {ReconstructMode::kOnePass, "one_pass"},
            {ReconstructMode::kSequential, "sequential"},

@@ -141,6 +141,13 @@ struct PruneConfig {
   int target_heads = 0;
   int target_warmup_steps = 1000;
   double lagrangian_lr = 0.01;
+  // With one total over several gated types: "top" keeps the target_heads largest log_alpha over
+  // all of them; "expected" first gives each type its share of the gates' expected open heads
+  // (target_heads x E_t / sum E, E_t = sum of P_open over the type's heads, rounded by largest
+  // remainder), then keeps the largest log_alpha within each type. The expected shares are what
+  // the Lagrangian constrained; the top rule rounds a type whose heads are all undecided (many
+  // small P_open) down to almost nothing (experiments/l0-recovery, item 32).
+  TargetSplit target_split = TargetSplit::kTop;
   // Recovery: the last recovery_steps of train.max_steps train the model with its final mask
   // fixed (the gates frozen at the values the export takes: exactly target_heads heads in target
   // mode), so that the pruned model's weights adapt to it before the export (0: off).

@@ -82,9 +82,22 @@ TORCH_MODULE(HeadGates);
 std::map<std::string, torch::Tensor> top_n_values(
     const HeadGatesImpl& gates, int64_t n, const std::vector<model::AttentionType>& types = {});
 
+// Splits `n` heads between groups of `sizes[i]` heads in proportion to `expected[i]` (a group's
+// expected open heads): each group's quota n x expected[i] / sum(expected), a quota above the
+// group's size capped at it and the rest shared again among the others, then each quota's floor
+// plus one head for the largest fractional parts until the counts add up to n (ties to the
+// earlier group). Needs 0 <= n <= sum(sizes); with every expected value 0 the sizes stand in.
+std::vector<int64_t> split_by_expected(std::vector<double> expected,
+                                       const std::vector<int64_t>& sizes, int64_t n);
+// prune.target_split expected: how many of `n` heads each of `types` keeps (split_by_expected of
+// the types' sums of P_open), in the order of `types`.
+std::vector<int64_t> expected_split(const HeadGatesImpl& gates, int64_t n,
+                                    const std::vector<model::AttentionType>& types);
+
 // What a prune run's gates say to keep at its end: in target mode top_n_values of each target
-// group (exactly prune.target_heads heads, or prune.target_heads_per_type's per type), the eval
-// gates otherwise.
+// group (exactly prune.target_heads heads, or prune.target_heads_per_type's per type; with
+// prune.target_split expected and one total over several types, top_n_values within each type of
+// its expected_split count), the eval gates otherwise.
 std::map<std::string, torch::Tensor> final_values(const HeadGatesImpl& gates, const PruneConfig& p);
 // The mask of a run whose mask is fixed (its recovery steps): final_values, with prune.rewind made
 // 0/1 (the rewound weights were trained with every head at full strength, so a kept head is kept
