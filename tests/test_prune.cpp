@@ -150,6 +150,12 @@ TEST(PruneHeads, PerTypeTargetKeepsEachTypesCountByLogAlphaWithinTheType) {
   EXPECT_TRUE(prune::target_groups(PruneConfig{}).empty());  // lambda mode
 }
 
+// The probability that a Hard-Concrete gate is open, by formula (METHODS.md section 1, the
+// default gate: beta 0.33, stretch [-0.1, 1.1]): sigmoid(log_alpha - beta log(-l / r)).
+double p_open_by_formula(double log_alpha) {
+  return 1.0 / (1.0 + std::exp(-(log_alpha - 0.33 * std::log(0.1 / 1.1))));
+}
+
 // prune.target_split expected: one total split between groups in proportion to their expected
 // open heads, by largest remainder, with quotas capped at a group's size. The figures by hand.
 TEST(PruneHeads, SplitByExpectedRoundsEachGroupsShareByLargestRemainder) {
@@ -219,12 +225,8 @@ TEST(PruneHeads, ExpectedSplitKeepsEachTypesShareOfTheExpectedOpenHeads) {
       }
     }
   }
-  // By the formula (the default gate: beta 0.33, stretch [-0.1, 1.1]): P_open(log_alpha) =
-  // sigmoid(log_alpha - 0.33 log(0.1 / 1.1)).
-  auto p_open = [](double la) {
-    return 1.0 / (1.0 + std::exp(-(la - 0.33 * std::log(0.1 / 1.1))));
-  };
-  const double pe = p_open(0.0), hi = p_open(5.0), lo = p_open(-5.0);
+  const double pe = p_open_by_formula(0.0), hi = p_open_by_formula(5.0),
+               lo = p_open_by_formula(-5.0);
   const double e_enc = 8 * pe, e_other = 4 * hi + 4 * lo;
   EXPECT_NEAR(gates->expected_open({AttentionType::kEncSelf}).item<double>(), e_enc, 1e-4);
   // E[open] 8 x 0.688 = 5.50 and 4 x 0.997 + 4 x 0.015 = 4.05 (twice); quotas 8 x 5.50 / 13.60 =
@@ -722,12 +724,6 @@ TEST(PruneRun, FixAtTargetFixesTheMaskWhenTheExpectedCountReachesTheTarget) {
   bad.prune.recovery_steps = 0;
   const std::string e = load_error(bad);
   EXPECT_NE(e.find("prune.fix_at_target (from bad"), std::string::npos) << e;
-}
-
-// The probability that a Hard-Concrete gate is open, by formula (METHODS.md section 1, the
-// default gate: beta 0.33, stretch [-0.1, 1.1]): sigmoid(log_alpha - beta log(-l / r)).
-double p_open_by_formula(double log_alpha) {
-  return 1.0 / (1.0 + std::exp(-(log_alpha - 0.33 * std::log(0.1 / 1.1))));
 }
 
 // prune.target_heads_per_type: one Lagrangian term per gated type on that type's own gap, gap_t =
