@@ -176,7 +176,8 @@ TEST(Config, ChoicesAreEnumsParsedOnceAndWrittenBackByName) {
 }
 
 // configs/bible-prune-target.yaml, layered as its header and the README give it: target mode's
-// recipe (fix at the target, rewind, exact recovery of 2,400 steps within 3,000 at most).
+// recipe (fix at the target, rewind, exact recovery of 2,400 steps within 3,000 at most, the one
+// total split between the types by the gates' expected open heads).
 TEST(Config, TargetRecipeFileLoadsOnTheBibleConfigs) {
   const fs::path configs = testing::source_dir() / "configs";
   ConfigLoader l;
@@ -193,6 +194,7 @@ TEST(Config, TargetRecipeFileLoadsOnTheBibleConfigs) {
   EXPECT_EQ(c.train.max_steps, 3000);
   EXPECT_EQ(c.prune.target_warmup_steps, 300);
   EXPECT_EQ(c.prune.lagrangian_lr, 0.05);
+  EXPECT_EQ(c.prune.target_split, TargetSplit::kExpected);  // item 33 of experiments/l0-recovery
   EXPECT_EQ(c.prune.lambda, 0.05);  // bible-prune.yaml's, unused in target mode
 }
 

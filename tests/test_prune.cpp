@@ -262,6 +262,16 @@ TEST(PruneHeads, ExpectedSplitKeepsEachTypesShareOfTheExpectedOpenHeads) {
   // 0.5 for the undecided enc_self heads (folded into W_o by the export, or 1 under prune.rewind).
   EXPECT_NEAR(v.at("enc_self.0")[0].item<float>(), 0.5f, 1e-6);
   EXPECT_EQ(v.at("dec_self.0")[0].item<float>(), 1.0f);
+  // A count per type has no total to split: `expected` keeps what `top` keeps, per type the
+  // largest log_alpha (enc_self's first two by position, the four open ones of each other type).
+  p.target_heads = 0;
+  p.target_heads_per_type = {2, 4, 4};
+  const auto typed = prune::final_values(*gates, p);
+  p.target_split = TargetSplit::kTop;
+  const auto typed_top = prune::final_values(*gates, p);
+  EXPECT_EQ(count(typed, "enc_self"), 2);
+  EXPECT_EQ(count(typed, "dec_self"), 4);
+  for (const auto& [key, x] : typed_top) EXPECT_TRUE(torch::equal(typed.at(key), x)) << key;
 }
 
 }  // namespace
@@ -918,22 +928,22 @@ TEST(PruneRun, ExpectedSplitFixesEachTypesShareOfTheExpectedOpenHeads) {
   // One total's evaluation records carry each type's expected open heads too.
   const auto evals = events(dir / "x", "eval");
   EXPECT_NEAR(evals.back()["expected_open_per_type"]["dec_self"].get<double>(), e[1], 1e-4);
-  // The split is a rule of one L0 total over several types: elsewhere a clear error.
+  // The split is a rule of target mode: in lambda mode a clear error; with a count per type or one
+  // gated type there is nothing to split and the config loads (the mask is top's: the unit test).
   Config lambda = c;
   lambda.prune.target_heads = 0;
   lambda.prune.fix_at_target = false;
   lambda.prune.rewind = false;
   EXPECT_NE(load_error(lambda).find("prune.target_split expected (from bad"), std::string::npos)
       << load_error(lambda);
-  Config typed = lambda;
+  EXPECT_NE(load_error(lambda).find("it needs prune.method l0"), std::string::npos);
+  Config typed = c;
+  typed.prune.target_heads = 0;
   typed.prune.target_heads_per_type = {1, 3, 3};
-  EXPECT_NE(load_error(typed).find("prune.target_heads_per_type gives the split itself"),
-            std::string::npos)
-      << load_error(typed);
+  EXPECT_EQ(load_error(typed), "(no error)");
   Config one_type = c;
   one_type.prune.attention = {"enc_self"};
-  EXPECT_NE(load_error(one_type).find("more than one type in prune.attention"), std::string::npos)
-      << load_error(one_type);
+  EXPECT_EQ(load_error(one_type), "(no error)");
 }
 
 // prune.exact_recovery: the run ends recovery_steps after the step the mask was fixed at (not at

@@ -874,15 +874,18 @@ void check_prune_budgets(const PruneConfig& p, const ConfigLoader& loader) {
              "prune.target_heads_per_type=[] turns the other off)",
              p.target_heads, origin("prune.target_heads"), origin("prune.target_heads_per_type"));
   }
-  // The split of one total between the types is a rule of the gates' final mask.
+  // The split of one total between the types is a rule of the gates' final mask. With a count per
+  // type, or with one gated type, there is no total to split: it keeps what `top` keeps (so that a
+  // recipe file's `expected` holds for those runs too).
   HC_CHECK(p.target_split == TargetSplit::kTop ||
-               (p.method == PruneMethod::kL0 && p.target_heads > 0 && p.attention.size() > 1),
-           "prune.target_split {} (from {}) splits one target over several gated types by the "
-           "gates' expected open heads: it needs prune.method l0 (from {}), prune.target_heads "
-           "(from {}; prune.target_heads_per_type gives the split itself) and more than one "
-           "type in prune.attention (from {})",
+               (p.method == PruneMethod::kL0 &&
+                (p.target_heads > 0 || !p.target_heads_per_type.empty())),
+           "prune.target_split {} (from {}) splits target mode's total between the gated types by "
+           "the gates' expected open heads: it needs prune.method l0 (from {}) and a target, "
+           "prune.target_heads or prune.target_heads_per_type (from {}); lambda mode's mask is "
+           "the gates' own (prune.target_split=top)",
            choice_name(p.target_split), origin("prune.target_split"), origin("prune.method"),
-           origin("prune.target_heads"), origin("prune.attention"));
+           origin("prune.target_heads"));
 }
 
 }  // namespace
