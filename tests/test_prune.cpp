@@ -271,6 +271,11 @@ TEST(PruneHeads, ExpectedSplitKeepsEachTypesShareOfTheExpectedOpenHeads) {
   const auto typed_top = prune::final_values(*gates, p);
   EXPECT_EQ(count(typed, "enc_self"), 2);
   EXPECT_EQ(count(typed, "dec_self"), 4);
+  EXPECT_EQ(count(typed, "enc_dec"), 4);
+  EXPECT_TRUE(torch::equal(typed.at("enc_self.0").gt(0).nonzero().view(-1),
+                           torch::tensor({0, 1}, torch::kLong)));
+  for (const char* key : {"dec_self.0", "dec_self.1", "enc_dec.0", "enc_dec.1"})
+    EXPECT_EQ(typed.at(key).slice(0, 2, 4).gt(0).sum().item<int64_t>(), 0) << key;
   for (const auto& [key, x] : typed_top) EXPECT_TRUE(torch::equal(typed.at(key), x)) << key;
 }
 
