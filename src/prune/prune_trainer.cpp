@@ -528,11 +528,23 @@ void L0Pruning::finish(train::Trainer& trainer) {
   const auto open_by_type = gates_->open_heads();
   int64_t open_by_gates = 0;
   for (const auto& [type, n] : open_by_type) open_by_gates += n;
+  // With the mask fixed the pruned model is the fixed mask's, whatever the gates read now.
+  const auto kept_by_type = open_heads();
   for (const auto& g : targets_) {
-    int64_t open = 0;
-    for (auto t : g.types) open += open_by_type.count(t) ? open_by_type.at(t) : 0;
-    log_target_rounding(g, open);
-    if (!fixed() && config_.prune.target_split == TargetSplit::kExpected && g.types.size() > 1)
+    const auto count = [&g](const std::map<model::AttentionType, int64_t>& by_type) {
+      int64_t n = 0;
+      for (auto t : g.types) n += by_type.count(t) ? by_type.at(t) : 0;
+      return n;
+    };
+    if (fixed()) {
+      log::info(
+          "target {} heads: the mask fixed at step {} keeps {} (the final gates, which it "
+          "overrides, would leave {} open)",
+          group_heads(g, g.heads), fixed_at_, count(kept_by_type), count(open_by_type));
+      continue;
+    }
+    log_target_rounding(g, count(open_by_type));
+    if (config_.prune.target_split == TargetSplit::kExpected && g.types.size() > 1)
       log_expected_split(*gates_, g);
   }
   const auto r = trainer.evaluate();
