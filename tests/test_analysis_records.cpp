@@ -8,6 +8,7 @@
 #include "headcount/analysis/head_table.h"
 #include "headcount/analysis/heads_report.h"
 #include "headcount/analysis/relevance_report.h"
+#include "headcount/analysis/summaries.h"
 #include "headcount/common/config.h"
 #include "headcount/common/io.h"
 #include "test_util.h"
@@ -158,6 +159,19 @@ TEST(AnalysisRecords, HeadsCsvGivesEachRowsFunctions) {
   ASSERT_EQ(functions.size(), 2u);
   EXPECT_EQ(functions[0], (std::vector<std::string>{"positional", "rare-token"}));
   EXPECT_EQ(functions[1], (std::vector<std::string>{"none"}));
+}
+
+// --sentences 0 is the whole split: the summary says "all", not "0 sentences".
+TEST(AnalysisRecords, CompareSummaryNamesTheWholeSplitAll) {
+  EXPECT_EQ(sentence_count(0), "all");
+  EXPECT_EQ(sentence_count(300), "300");
+  CompareResult r;
+  r.gated = 144;
+  r.removed = 72;
+  const std::string all = compare_summary(r, "RUN", 0, "dev", 4, "OUT");
+  EXPECT_NE(all.find("BLEU, all dev sentences, beam 4:"), std::string::npos) << all;
+  const std::string some = compare_summary(r, "RUN", 300, "test", 1, "OUT");
+  EXPECT_NE(some.find("BLEU, 300 test sentences, beam 1:"), std::string::npos) << some;
 }
 
 }  // namespace

@@ -65,6 +65,10 @@ std::string align_summary(const AlignRecord& r) {
   return out;
 }
 
+std::string sentence_count(int sentences) {
+  return sentences == 0 ? std::string("all") : std::to_string(sentences);
+}
+
 std::string compare_summary(const CompareResult& r, const std::string& run, int sentences,
                             const std::string& split, int beam, const std::string& written) {
   const bool fisher = r.method == PruneMethod::kFisher;
@@ -74,7 +78,7 @@ std::string compare_summary(const CompareResult& r, const std::string& run, int 
   };
   std::string out =
       fmt::format("{} of {} gated heads removed by {} ({})\n", r.removed, r.gated, name, run);
-  out += fmt::format("BLEU, {} {} sentences, beam {}:\n", sentences, split, beam);
+  out += fmt::format("BLEU, {} {} sentences, beam {}:\n", sentence_count(sentences), split, beam);
   out += line("full model", r.bleu_full);
   out += line(name + "'s removed heads masked (no fine-tuning)", r.bleu_l0_masked);
   out += line("Michel: as many least-I_h heads masked", r.bleu_michel_masked);

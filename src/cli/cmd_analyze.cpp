@@ -65,8 +65,8 @@ void run_importance(const AnalyzeArgs& a) {
   analysis::Analyzer an(a.options);
   const fs::path out = a.out;
   fs::create_directories(out);
-  log::info("importance of {} heads over {} {} sentences", an.heads().size(), a.options.sentences,
-            a.options.split);
+  log::info("importance of {} heads over {} {} sentences", an.heads().size(),
+            analysis::sentence_count(a.options.sentences), a.options.split);
   const auto score = an.importance(a.normalize);
   analysis::write_importance(out, an, score, a.normalize);
   analysis::write_pruning_curve(out, analysis::pruning_curve(an, score));

@@ -10,6 +10,10 @@
 
 namespace headcount::analysis {
 
+// "all" for --sentences 0 (the whole split), the number otherwise: how the analyses' logs and
+// summaries name the sentences they ran over.
+std::string sentence_count(int sentences);
+
 // Each text ends with a newline.
 std::string relevance_summary(const RelevanceRecord& r, const std::string& split, double epsilon);
 std::string align_summary(const AlignRecord& r);
