@@ -637,6 +637,50 @@ TEST(PruneRun, RewindRestartsTheRecoveryFromTheInitWeights) {
   EXPECT_NE(e.find("prune.rewind (from bad"), std::string::npos) << e;
 }
 
+// prune.freeze_until_fixed: before the mask is fixed only the gates move (every weight is still
+// prune.init_from's at the fixing step, without a rewind); after it the weights train under the
+// mask; without recovery steps the option is refused (the weights would never train).
+TEST(PruneRun, FreezeUntilFixedTrainsOnlyTheGatesBeforeTheMask) {
+  TempDir dir;
+  Config c = baseline(dir);
+  c.prune.target_heads = 5;
+  c.prune.target_warmup_steps = 20;
+  c.prune.lagrangian_lr = 0.5;
+  c.prune.recovery_steps = 20;  // fixed at step 40 of 60
+  c.prune.freeze_until_fixed = true;
+  c.train.keep_last = 10;
+  c.train.save_every = 0;
+  run_prune(c, dir / "f");
+  EXPECT_EQ(run::read_checkpoint_info(dir / "f" / "pruned").architecture.total(), 5);
+  auto init = run::load_model(run::read_checkpoint_info(c.prune.init_from), torch::kCPU);
+  const auto want = init->named_parameters();
+  for (const char* step : {"step-20", "step-40"}) {
+    auto m =
+        run::load_model(run::read_checkpoint_info(dir / "f" / "checkpoints" / step), torch::kCPU);
+    for (const auto& p : m->named_parameters())
+      EXPECT_TRUE(torch::equal(p.value(), want[p.key()])) << step << " " << p.key();
+  }
+  // The gates did move in the frozen steps: some head's P(open) changed by step 20.
+  const auto snapshots = run::read_gates(dir / "f" / "gates.jsonl");
+  ASSERT_GE(snapshots.size(), 2u);
+  ASSERT_EQ(snapshots[0].step, 0);
+  ASSERT_EQ(snapshots[1].step, 20);
+  double moved = 0;
+  for (size_t i = 0; i < snapshots[0].heads.size(); ++i)
+    moved = std::max(moved, std::abs(snapshots[1].heads[i].p_open - snapshots[0].heads[i].p_open));
+  EXPECT_GT(moved, 0.05);
+  // After the fixing step the weights train.
+  auto last =
+      run::load_model(run::read_checkpoint_info(dir / "f" / "checkpoints" / "last"), torch::kCPU);
+  EXPECT_FALSE(
+      torch::equal(last->encoder_layers[0]->fc1->weight, init->encoder_layers[0]->fc1->weight));
+  EXPECT_FALSE(torch::equal(last->src_embed->weight, init->src_embed->weight));
+  Config bad = c;
+  bad.prune.recovery_steps = 0;
+  const std::string e = load_error(bad);
+  EXPECT_NE(e.find("prune.freeze_until_fixed (from bad"), std::string::npos) << e;
+}
+
 // L0 pruning that records, step by step, the gate values each training batch's forward pass sees.
 class RecordingL0 : public prune::L0Pruning {
  public:

@@ -33,6 +33,9 @@
 #   esplit-N-Bx   exact-N-Bx with prune.target_split expected: the one total split between the
 #                 types by the gates' expected open heads at the fixing step (N x E_t / sum E,
 #                 largest remainder), then the largest log_alpha within each type (item 32)
+#   frz-NAME      NAME (any of the above) with prune.freeze_until_fixed: until the mask is fixed
+#                 only the gates train, on the baseline's frozen weights (item 39); e.g.
+#                 frz-esplit-72-2x-s2
 # NAME-sK (e.g. exact-72-1x-s2) runs NAME with seed K.
 # Other variants than exact-* at budgets B > 1 scale their steps as queue.sh does (ramp a quarter
 # of the steps, the latest fixing point at the half).
@@ -51,6 +54,8 @@ for name in "$@"; do
   # NAME-sK: the same variant with seed K (gate noise, dropout, batch order; 1 otherwise).
   seed=1 base_name=$name
   if [[ $name =~ ^(.*)-s([0-9]+)$ ]]; then base_name=${BASH_REMATCH[1]} seed=${BASH_REMATCH[2]}; fi
+  freeze=()
+  if [[ $base_name == frz-* ]]; then base_name=${base_name#frz-} freeze=(--set prune.freeze_until_fixed=true); fi
   n=$(echo "$base_name" | sed -E 's/.*-([0-9]+)-[0-9]+x$/\1/')
   budget=$(echo "$base_name" | sed -E 's/.*-([0-9]+)x$/\1/')
   steps=$((1200 * budget)) ramp=$((300 * budget)) recovery=$((600 * budget))
@@ -92,7 +97,7 @@ for name in "$@"; do
     echo "$(date -u +%FT%TZ) $name start"
     "$B" prune configs/bible-base.yaml configs/bible-prune.yaml configs/bible-prune-gated.yaml \
       --set prune.init_from=$base \
-      "${args[@]}" --out "$R/$name" >> "$R/$name.log" 2>&1
+      "${args[@]}" ${freeze[@]+"${freeze[@]}"} --out "$R/$name" >> "$R/$name.log" 2>&1
   fi
   evaluate "$R/$name/pruned" "$R/$name"
   bash scripts/save_records.sh "$R/$name" "$records/$name" "$R/$name.log" > /dev/null

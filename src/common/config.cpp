@@ -526,6 +526,10 @@ std::vector<Field> prune_gate_fields() {
       field<bool>("prune.rewind", "bool", HC_ACCESS(prune.rewind), any<bool>(),
                   "with recovery: when the mask is fixed, restart from prune.init_from's weights "
                   "(fresh optimizer, warm-up again) and fine-tune them under it"),
+      field<bool>("prune.freeze_until_fixed", "bool", HC_ACCESS(prune.freeze_until_fixed),
+                  any<bool>(),
+                  "with recovery: only the gates train until the mask is fixed; the weights "
+                  "(prune.train_parts) train after it"),
       field<double>("prune.distill_weight", "float", HC_ACCESS(prune.distill_weight),
                     range(0.0, 1.0),
                     "weight of distillation from the unpruned model in the objective (0 = off)"),
@@ -946,6 +950,11 @@ Config ConfigLoader::finish() const {
            "prune.rewind (from {}) restarts the weights when the mask is fixed for the recovery "
            "steps: it needs prune.recovery_steps (from {})",
            origin("prune.rewind"), origin("prune.recovery_steps"));
+  HC_CHECK(!p.freeze_until_fixed || p.recovery_steps > 0,
+           "prune.freeze_until_fixed (from {}) trains the weights only after the mask is fixed "
+           "for the recovery steps: it needs prune.recovery_steps (from {}), or the weights "
+           "would never train",
+           origin("prune.freeze_until_fixed"), origin("prune.recovery_steps"));
   HC_CHECK(p.distill_weight == 0 || p.method == PruneMethod::kL0,
            "prune.distill_weight (from {}) is a setting of the gated fine-tuning (prune.method "
            "l0), but prune.method is {} (from {})",

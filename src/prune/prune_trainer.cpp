@@ -108,6 +108,11 @@ void L0Pruning::fix_mask(int64_t step) {
       if (g.types.size() > 1) log_expected_split(*gates_, g);
   fixed_log_alpha_.clear();
   for (const auto& l : gates_->layers()) fixed_log_alpha_.push_back(l.gate->log_alpha.clone());
+  if (!frozen_weights_.empty()) {
+    for (auto& p : frozen_weights_) p.set_requires_grad(true);
+    frozen_weights_.clear();
+    log::info("step {}: the weights train from here on (prune.freeze_until_fixed)", step);
+  }
   int64_t kept = 0;
   for (const auto& [key, v] : *fixed_values_) kept += v.gt(0).sum().item<int64_t>();
   log::info(
@@ -216,9 +221,17 @@ std::vector<train::ParamGroup> L0Pruning::parameter_groups(model::Transformer& m
     p.set_requires_grad(train);
     if (train) trained_parameters.push_back(p);
   }
-  log::info("pruning: gates on {} heads ({}), training the gates{}{}; {}", total,
+  // prune.freeze_until_fixed: the weights get no gradient until fix_mask (a resumed run whose
+  // mask was already fixed trains them from the start).
+  const bool freeze = config_.prune.freeze_until_fixed && !fixed() && !trained_parameters.empty();
+  if (freeze) {
+    for (auto& p : trained_parameters) p.set_requires_grad(false);
+    frozen_weights_ = trained_parameters;
+  }
+  log::info("pruning: gates on {} heads ({}), training the gates{}{}{}; {}", total,
             fmt::join(config_.prune.attention, ", "), parts.empty() ? " alone" : " and ",
             fmt::join(parts, ", "),
+            freeze ? " (the weights only once the mask is fixed: prune.freeze_until_fixed)" : "",
             !targets_.empty() ? target_text(targets_, config_.prune.target_warmup_steps)
                               : fmt::format("{}, L_C normalised as {}", lambda_text(config_.prune),
                                             choice_name(config_.prune.penalty_norm)));

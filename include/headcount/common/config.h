@@ -166,6 +166,11 @@ struct PruneConfig {
   // warm-up) starts again, so that the recovery steps fine-tune the unpruned weights under the
   // gates' mask, as importance pruning + fine-tuning does; the gated steps then only choose heads.
   bool rewind = false;
+  // With recovery_steps: until the mask is fixed only the gates train (the model's weights stay
+  // prune.init_from's, so the gates choose the heads the unpruned model needs least, not the
+  // heads its co-adapting weights can do without); from the fixing step on, prune.train_parts
+  // train under the mask as before (experiments/l0-recovery, item 39).
+  bool freeze_until_fixed = false;
   // Knowledge distillation from the unpruned model (prune.init_from, frozen, eval mode; Hinton
   // et al. 2015, as CoFiPruning): each batch's objective is (1 - w) x cross-entropy + w x T^2 x
   // KL(teacher || student) of the output distributions at temperature T, per target token; in

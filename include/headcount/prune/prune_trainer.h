@@ -95,7 +95,9 @@ class L0Pruning : public train::TrainingExtension {
   torch::Device device_ = torch::kCPU;
   std::optional<std::map<std::string, torch::Tensor>> fixed_values_;
   std::vector<torch::Tensor> fixed_log_alpha_;  // per gated layer
-  bool optimizer_reset_ = false;                // prune.rewind: pending for the trainer
+  // prune.freeze_until_fixed: the trained parts' parameters, without gradients until fix_mask.
+  std::vector<torch::Tensor> frozen_weights_;
+  bool optimizer_reset_ = false;  // prune.rewind: pending for the trainer
 };
 
 // `headcount prune`: a Trainer with L0Pruning.
