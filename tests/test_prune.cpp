@@ -455,15 +455,23 @@ TEST(PruneRun, TargetModeEndsWithExactlyTheRequestedHeads) {
             std::string::npos);
 }
 
-TEST(PruneRun, RecoveryTrainsTheWeightsUnderTheFixedFinalMask) {
-  TempDir dir;
+// Target mode toward 5 heads (ramp 20) with the mask fixed at step 40 of 60 for 20 recovery
+// steps, every evaluation's checkpoint kept (step-20, step-40, ...): the tests of recovery, rewind
+// and freeze_until_fixed.
+Config fixed_at_40(const TempDir& dir) {
   Config c = baseline(dir);
   c.prune.target_heads = 5;
   c.prune.target_warmup_steps = 20;
   c.prune.lagrangian_lr = 0.5;
-  c.prune.recovery_steps = 20;  // steps 40-60 of 60
+  c.prune.recovery_steps = 20;
   c.train.keep_last = 10;
   c.train.save_every = 0;
+  return c;
+}
+
+TEST(PruneRun, RecoveryTrainsTheWeightsUnderTheFixedFinalMask) {
+  TempDir dir;
+  Config c = fixed_at_40(dir);
   run_prune(c, dir / "r");
   // Exactly the target, the same mask in the export as in every evaluation of the recovery.
   const auto info = run::read_checkpoint_info(dir / "r" / "pruned");
@@ -570,16 +578,10 @@ TEST(PruneRun, LambdaModeRewindFixesTheEvalGatesAsAZeroOneMask) {
 // rate's warm-up starts over; the recovery steps then fine-tune them under the gates' mask.
 TEST(PruneRun, RewindRestartsTheRecoveryFromTheInitWeights) {
   TempDir dir;
-  Config c = baseline(dir);
-  c.prune.target_heads = 5;
-  c.prune.target_warmup_steps = 20;
-  c.prune.lagrangian_lr = 0.5;
-  c.prune.recovery_steps = 20;  // fixed at step 40 of 60
+  Config c = fixed_at_40(dir);
   c.prune.rewind = true;
   c.train.lr_schedule = LrSchedule::kConstant;
   c.train.log_every = 1;
-  c.train.keep_last = 10;
-  c.train.save_every = 0;
   run_prune(c, dir / "w");
   EXPECT_EQ(run::read_checkpoint_info(dir / "w" / "pruned").architecture.total(), 5);
   // The mask of the recovery is 0/1: the rewound heads are kept at full strength.
@@ -642,14 +644,8 @@ TEST(PruneRun, RewindRestartsTheRecoveryFromTheInitWeights) {
 // mask; without recovery steps the option is refused (the weights would never train).
 TEST(PruneRun, FreezeUntilFixedTrainsOnlyTheGatesBeforeTheMask) {
   TempDir dir;
-  Config c = baseline(dir);
-  c.prune.target_heads = 5;
-  c.prune.target_warmup_steps = 20;
-  c.prune.lagrangian_lr = 0.5;
-  c.prune.recovery_steps = 20;  // fixed at step 40 of 60
+  Config c = fixed_at_40(dir);
   c.prune.freeze_until_fixed = true;
-  c.train.keep_last = 10;
-  c.train.save_every = 0;
   run_prune(c, dir / "f");
   EXPECT_EQ(run::read_checkpoint_info(dir / "f" / "pruned").architecture.total(), 5);
   auto init = run::load_model(run::read_checkpoint_info(c.prune.init_from), torch::kCPU);
