@@ -269,6 +269,65 @@ TEST(Importance, MatchesFiniteDifferencesPerToken) {
   EXPECT_NEAR(norm[1], scores[1] / l2, 1e-9);
 }
 
+// The other two units against finite differences too: one multiplier per head shared by all of a
+// sentence's tokens, each sentence on its own. Per sentence: the mean over the sentences of
+// |dL_s/dxi_h|; over the split: minus the mean of dL_s/dxi_h, signed.
+TEST(Importance, PerSentenceAndSplitMatchFiniteDifferencesPerSentence) {
+  testing::TempDir dir;
+  const auto ckpt = tiny_model(dir);
+  AnalyzeOptions o;
+  o.checkpoint = ckpt;
+  o.sentences = 3;
+  o.batch_sentences = 2;  // one padded batch of two and one of one
+  Analyzer an(o);
+  const auto per_sentence = an.importance(false, ImportanceUnit::kSentence);
+  const auto split = an.importance(false, ImportanceUnit::kSplit);
+  const auto& heads = an.heads();
+  ASSERT_EQ(heads.size(), 6u);
+
+  const auto info = run::read_checkpoint_info(ckpt);
+  auto m = run::load_model(info, torch::kCPU);
+  m->eval();
+  const auto src_vocab = data::Vocab::load(info.vocab.src_model);
+  const auto tgt_vocab = data::Vocab::load(info.vocab.tgt_model);
+  const auto corpus = data::load_corpus(info.config.data);
+  std::vector<double> abs_mean(heads.size(), 0.0), signed_mean(heads.size(), 0.0);
+  for (int s = 0; s < 3; ++s) {
+    data::ParallelText one;
+    one.src = {corpus.dev.src[s]};
+    one.tgt = {corpus.dev.tgt[s]};
+    const auto ex = data::encode_pairs(one, src_vocab, tgt_vocab, 1000);
+    const auto b = data::collate(ex, {0}, torch::kCPU);
+    auto loss_with = [&](AttentionType type, int64_t head, double value) {
+      torch::NoGradGuard no_grad;
+      auto layer = m->attention_layers(type)[0];
+      auto scale = torch::ones({2});
+      scale[head] = value;
+      layer->set_head_scale(scale);
+      const auto logits = m->forward(b.src, b.tgt_in);
+      layer->set_head_scale({});
+      return model::label_smoothed_loss(logits, b.tgt_out, 0.0).nll.item<double>();
+    };
+    for (size_t i = 0; i < heads.size(); ++i) {
+      // A smaller step than per token: a whole sentence's multiplier moves the loss more, and the
+      // central difference's error grows with its third derivative.
+      const double eps = 2e-3;
+      const double d = (loss_with(heads[i].type, heads[i].head, 1 + eps) -
+                        loss_with(heads[i].type, heads[i].head, 1 - eps)) /
+                       (2 * eps);
+      abs_mean[i] += std::abs(d) / 3;
+      signed_mean[i] -= d / 3;
+    }
+  }
+  for (size_t i = 0; i < heads.size(); ++i) {
+    EXPECT_NEAR(per_sentence[i], abs_mean[i], 5e-3 * std::max(0.05, abs_mean[i]))
+        << heads[i].label();
+    // The signed mean can cancel: its error is that of the sentences' magnitudes.
+    EXPECT_NEAR(split[i], signed_mean[i], 5e-3 * std::max(0.05, abs_mean[i])) << heads[i].label();
+  }
+  EXPECT_THROW(importance_unit_from("batch"), Error);
+}
+
 // The expectation over tokens does not depend on the batching: the same sentences one per batch and
 // all in one batch (padded) give the same scores.
 TEST(Importance, DoesNotDependOnHowTheSentencesAreBatched) {

@@ -124,10 +124,29 @@ const model::Architecture& Analyzer::architecture() const {
   return s_->model->architecture();
 }
 
-std::vector<double> Analyzer::importance(bool normalize_layers) {
+ImportanceUnit importance_unit_from(const std::string& name) {
+  if (name == "token") return ImportanceUnit::kToken;
+  if (name == "sentence") return ImportanceUnit::kSentence;
+  if (name == "split") return ImportanceUnit::kSplit;
+  HC_FAIL("importance unit '{}': expected token, sentence or split", name);
+}
+
+const char* importance_unit_name(ImportanceUnit unit) {
+  switch (unit) {
+    case ImportanceUnit::kToken:
+      return "token";
+    case ImportanceUnit::kSentence:
+      return "sentence";
+    case ImportanceUnit::kSplit:
+      return "split";
+  }
+  return "?";
+}
+
+std::vector<double> Analyzer::importance(bool normalize_layers, ImportanceUnit unit) {
   auto& st = *s_;
   std::map<std::pair<int, int64_t>, torch::Tensor> sums;  // (type, layer) -> [H]
-  double src_tokens = 0, tgt_tokens = 0;
+  double src_tokens = 0, tgt_tokens = 0, sentences = 0;
   for (const auto& idx : st.batches) {
     const auto b = data::collate(st.examples, idx, st.device);
     const auto src_mask = b.src.ne(data::kPadId).to(torch::kFloat);     // [B, S]
@@ -154,21 +173,34 @@ std::vector<double> Analyzer::importance(bool normalize_layers) {
     for (auto& [key, xi] : scales) {
       const auto& mask =
           key.first == static_cast<int>(AttentionType::kEncSelf) ? src_mask : tgt_mask;
-      const auto contrib =
-          (xi.grad().abs() * mask.unsqueeze(-1)).sum(std::vector<int64_t>{0, 1}).detach().cpu();
+      const auto g = xi.grad() * mask.unsqueeze(-1);  // [B, N, H]: pads contribute nothing
+      torch::Tensor contrib;
+      switch (unit) {
+        case ImportanceUnit::kToken:
+          contrib = g.abs().sum(std::vector<int64_t>{0, 1});
+          break;
+        case ImportanceUnit::kSentence:  // a sentence's multiplier is shared by its tokens
+          contrib = g.sum(1).abs().sum(0);
+          break;
+        case ImportanceUnit::kSplit:
+          contrib = -g.sum(std::vector<int64_t>{0, 1});
+          break;
+      }
+      contrib = contrib.detach().to(torch::kDouble).cpu();
       auto& s = sums[key];
       s = s.defined() ? s + contrib : contrib;
     }
     src_tokens += src_mask.sum().item<double>();
     tgt_tokens += tgt_mask.sum().item<double>();
+    sentences += static_cast<double>(idx.size());
     st.clear_scales();
   }
   std::vector<double> out;
   out.reserve(st.heads.size());
   std::map<std::pair<int, int64_t>, double> norms;
   for (auto& [key, s] : sums) {
-    s = s.to(torch::kDouble) /
-        (key.first == static_cast<int>(AttentionType::kEncSelf) ? src_tokens : tgt_tokens);
+    const bool enc = key.first == static_cast<int>(AttentionType::kEncSelf);
+    s = s / (unit == ImportanceUnit::kToken ? (enc ? src_tokens : tgt_tokens) : sentences);
     norms[key] = s.norm().item<double>();
   }
   for (const auto& h : st.heads) {

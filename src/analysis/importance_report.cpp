@@ -13,14 +13,18 @@
 namespace headcount::analysis {
 
 void write_importance(const fs::path& out, const Analyzer& an, const std::vector<double>& score,
-                      bool normalized) {
+                      bool normalized, ImportanceUnit unit) {
   const auto& heads = an.heads();
   std::string csv = "attention,layer,head,importance\n";
   for (size_t i = 0; i < heads.size(); ++i)
     csv += fmt::format("{},{:.6g}\n", head_columns(heads[i]), score[i]);
   io::write_file_atomic(out / "importance.csv", csv);
   plot::heatmaps(out / "importance.png",
-                 fmt::format("Head importance I_h{}", normalized ? " (layer-normalised)" : ""),
+                 fmt::format("Head importance I_h{}{}",
+                             unit == ImportanceUnit::kToken      ? ""
+                             : unit == ImportanceUnit::kSentence ? " (per sentence)"
+                                                                 : " (signed, over the split)",
+                             normalized ? " (layer-normalised)" : ""),
                  head_panels(an.architecture(), heads, score), "I_h");
 }
 

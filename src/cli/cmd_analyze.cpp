@@ -26,7 +26,9 @@ struct AnalyzeArgs {
   analysis::AnalyzeOptions options;
   std::string out;
   bool normalize = false;
-  std::string conllu;  // heads: dependency parses of the split's source sentences
+  std::string unit = "token";  // importance: where the absolute value is taken
+  bool skip_curve = false;     // importance: importance.csv only
+  std::string conllu;          // heads: dependency parses of the split's source sentences
   analysis::SyntaxCriteria syntax;
   double epsilon = 0.01;                         // relevance
   std::string run;                               // relevance, align, compare: a prune run
@@ -65,10 +67,16 @@ void run_importance(const AnalyzeArgs& a) {
   analysis::Analyzer an(a.options);
   const fs::path out = a.out;
   fs::create_directories(out);
-  log::info("importance of {} heads over {} {} sentences", an.heads().size(),
-            analysis::sentence_count(a.options.sentences), a.options.split);
-  const auto score = an.importance(a.normalize);
-  analysis::write_importance(out, an, score, a.normalize);
+  const auto unit = analysis::importance_unit_from(a.unit);
+  log::info("importance of {} heads over {} {} sentences (absolute value per {})",
+            an.heads().size(), analysis::sentence_count(a.options.sentences), a.options.split,
+            analysis::importance_unit_name(unit));
+  const auto score = an.importance(a.normalize, unit);
+  analysis::write_importance(out, an, score, a.normalize, unit);
+  if (a.skip_curve) {
+    std::printf("wrote %s/importance.csv and its plot\n", out.c_str());
+    return;
+  }
   analysis::write_pruning_curve(out, analysis::pruning_curve(an, score));
   std::printf("wrote %s/{importance.csv,pruning_curve.csv} and plots\n", out.c_str());
 }
@@ -169,6 +177,14 @@ void add_importance(CLI::App* cmd) {
                      "masking the least important 0-90% (all heads, and per attention type)",
                      run_importance, &i);
   i->add_flag("--normalize", a.normalize, "Divide each layer's scores by their L2 norm");
+  i->add_option("--unit", a.unit,
+                "Where |dL/dxi_h| is taken: token (I_h of METHODS.md), sentence (Michel et al.'s "
+                "per example) or split (none: the signed mean gradient an L0 gate follows, "
+                "positive where the head lowers the loss)")
+      ->check(CLI::IsMember({"token", "sentence", "split"}))
+      ->capture_default_str();
+  i->add_flag("--skip-curve", a.skip_curve,
+              "Write importance.csv only, without the pruning curve's decoding");
   add_beam(i, a);
 }
 

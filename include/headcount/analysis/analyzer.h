@@ -79,6 +79,20 @@ struct AnalyzeOptions {
   std::vector<std::string> sets;
 };
 
+// Where Analyzer::importance takes the absolute value of dL/dxi_h.
+enum class ImportanceUnit {
+  kToken,     // per query token, divided by the tokens: METHODS.md's I_h (the default)
+  kSentence,  // per sentence (one multiplier per head and sentence), divided by the sentences:
+              // Michel et al.'s E_x |dL(x)/dxi_h| with x a sentence
+  kSplit,     // none: -(sum of dL/dxi_h over the split) / sentences, signed (positive where
+              // opening the head lowers the loss to first order), the data term an L0 gate's
+              // gradient follows at gate 1
+};
+
+// "token", "sentence", "split"; an unknown name is an error naming the choices.
+ImportanceUnit importance_unit_from(const std::string& name);
+const char* importance_unit_name(ImportanceUnit unit);
+
 class Analyzer {
  public:
   explicit Analyzer(const AnalyzeOptions& options);
@@ -88,10 +102,12 @@ class Analyzer {
   const std::vector<HeadId>& heads() const;
   const model::Architecture& architecture() const;
 
-  // Michel et al.'s I_h = E |A_h^T dL/dA_h| per head (order of heads()): the absolute value per
-  // token, summed over non-pad query tokens, divided by their number. `normalize_layers` divides
-  // each layer's scores by their L2 norm.
-  std::vector<double> importance(bool normalize_layers);
+  // Michel et al.'s I_h = E |A_h^T dL/dA_h| per head (order of heads()): by default the absolute
+  // value per token, summed over non-pad query tokens, divided by their number (`unit` moves the
+  // absolute value to each sentence or to the whole split). L is each sentence's summed NLL.
+  // `normalize_layers` divides each layer's scores by their L2 norm.
+  std::vector<double> importance(bool normalize_layers,
+                                 ImportanceUnit unit = ImportanceUnit::kToken);
 
   // Corpus BLEU (decoding with the options' beam) with the given heads masked (gate 0).
   double bleu(const std::vector<HeadId>& masked);

@@ -13,7 +13,7 @@ namespace headcount::analysis {
 
 // importance.csv and importance.png: I_h of every head (order of an.heads()).
 void write_importance(const fs::path& out, const Analyzer& an, const std::vector<double>& score,
-                      bool normalized);
+                      bool normalized, ImportanceUnit unit = ImportanceUnit::kToken);
 
 // The pruning curve: BLEU with the least important 0%, 10%, ..., 90% of a set of heads masked.
 struct PruningCurvePoint {
