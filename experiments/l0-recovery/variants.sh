@@ -36,6 +36,10 @@
 #   frz-NAME      NAME (any of the above) with prune.freeze_until_fixed: until the mask is fixed
 #                 only the gates train, on the baseline's frozen weights (item 39); e.g.
 #                 frz-esplit-72-2x-s2
+#   rampR-NAME    NAME (exact-*, esplit-* or typed-*, after frz- where both) with a target ramp of R
+#                 steps instead of 300 (prune.target_warmup_steps) and the latest fixing point at
+#                 R + 300 (train.max_steps 1,200 x B + R + 300): more gated steps before the heads
+#                 are chosen (item 41); e.g. frz-ramp900-esplit-72-2x-s2
 # NAME-sK (e.g. exact-72-1x-s2) runs NAME with seed K.
 # Other variants than exact-* at budgets B > 1 scale their steps as queue.sh does (ramp a quarter
 # of the steps, the latest fixing point at the half).
@@ -56,6 +60,13 @@ for name in "$@"; do
   if [[ $name =~ ^(.*)-s([0-9]+)$ ]]; then base_name=${BASH_REMATCH[1]} seed=${BASH_REMATCH[2]}; fi
   freeze=()
   if [[ $base_name == frz-* ]]; then base_name=${base_name#frz-} freeze=(--set prune.freeze_until_fixed=true); fi
+  # rampR-NAME: the recipe's target ramp of 300 steps made R (exact-*, esplit-*, typed-*).
+  long_ramp=
+  if [[ $base_name =~ ^ramp([0-9]+)-((exact|esplit|typed)-.*)$ ]]; then
+    long_ramp=${BASH_REMATCH[1]} base_name=${BASH_REMATCH[2]}
+  elif [[ $base_name == ramp* ]]; then
+    echo "rampR- takes exact-*, esplit-* or typed-* variants: $name" >&2; exit 2
+  fi
   n=$(echo "$base_name" | sed -E 's/.*-([0-9]+)-[0-9]+x$/\1/')
   budget=$(echo "$base_name" | sed -E 's/.*-([0-9]+)x$/\1/')
   steps=$((1200 * budget)) ramp=$((300 * budget)) recovery=$((600 * budget))
@@ -77,6 +88,10 @@ for name in "$@"; do
       --set prune.target_heads=0 --set "prune.target_heads_per_type=$per_type"
       --set prune.target_warmup_steps=300 --set prune.lagrangian_lr=0.05
       --set prune.recovery_steps=$((1200 * budget)) --set seed=$seed)
+  fi
+  if [ -n "$long_ramp" ]; then
+    args+=(--set prune.target_warmup_steps=$long_ramp
+      --set train.max_steps=$((1200 * budget + long_ramp + 300)))
   fi
   case $base_name in
     lrw-*) ;;
