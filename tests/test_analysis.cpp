@@ -213,6 +213,17 @@ fs::path tiny_model(const testing::TempDir& dir) {
   return train_tiny_model(dir, 300);
 }
 
+// Dev sentence `s` of a checkpoint's corpus alone in a batch, for computing a score by hand.
+data::Batch dev_sentence(const run::CheckpointInfo& info, size_t s) {
+  const auto corpus = data::load_corpus(info.config.data);
+  data::ParallelText one;
+  one.src = {corpus.dev.src.at(s)};
+  one.tgt = {corpus.dev.tgt.at(s)};
+  const auto ex = data::encode_pairs(one, data::Vocab::load(info.vocab.src_model),
+                                     data::Vocab::load(info.vocab.tgt_model), 1000);
+  return data::collate(ex, {0}, torch::kCPU);
+}
+
 // I_h against central finite differences of the loss in each (token, head) multiplier: the
 // definition (absolute value per token, summed, divided by the tokens) computed another way.
 TEST(Importance, MatchesFiniteDifferencesPerToken) {
@@ -230,14 +241,7 @@ TEST(Importance, MatchesFiniteDifferencesPerToken) {
   const auto info = run::read_checkpoint_info(ckpt);
   auto m = run::load_model(info, torch::kCPU);
   m->eval();
-  const auto src_vocab = data::Vocab::load(info.vocab.src_model);
-  const auto tgt_vocab = data::Vocab::load(info.vocab.tgt_model);
-  const auto corpus = data::load_corpus(info.config.data);
-  data::ParallelText one;
-  one.src = {corpus.dev.src[0]};
-  one.tgt = {corpus.dev.tgt[0]};
-  const auto ex = data::encode_pairs(one, src_vocab, tgt_vocab, 1000);
-  const auto b = data::collate(ex, {0}, torch::kCPU);
+  const auto b = dev_sentence(info, 0);
   const int64_t S = b.src.size(1), T = b.tgt_in.size(1);
   auto loss_with = [&](AttentionType type, int64_t token, int64_t head, double value) {
     torch::NoGradGuard no_grad;
@@ -288,16 +292,9 @@ TEST(Importance, PerSentenceAndSplitMatchFiniteDifferencesPerSentence) {
   const auto info = run::read_checkpoint_info(ckpt);
   auto m = run::load_model(info, torch::kCPU);
   m->eval();
-  const auto src_vocab = data::Vocab::load(info.vocab.src_model);
-  const auto tgt_vocab = data::Vocab::load(info.vocab.tgt_model);
-  const auto corpus = data::load_corpus(info.config.data);
   std::vector<double> abs_mean(heads.size(), 0.0), signed_mean(heads.size(), 0.0);
   for (int s = 0; s < 3; ++s) {
-    data::ParallelText one;
-    one.src = {corpus.dev.src[s]};
-    one.tgt = {corpus.dev.tgt[s]};
-    const auto ex = data::encode_pairs(one, src_vocab, tgt_vocab, 1000);
-    const auto b = data::collate(ex, {0}, torch::kCPU);
+    const auto b = dev_sentence(info, s);
     auto loss_with = [&](AttentionType type, int64_t head, double value) {
       torch::NoGradGuard no_grad;
       auto layer = m->attention_layers(type)[0];

@@ -125,9 +125,8 @@ const model::Architecture& Analyzer::architecture() const {
 }
 
 ImportanceUnit importance_unit_from(const std::string& name) {
-  if (name == "token") return ImportanceUnit::kToken;
-  if (name == "sentence") return ImportanceUnit::kSentence;
-  if (name == "split") return ImportanceUnit::kSplit;
+  for (auto u : {ImportanceUnit::kToken, ImportanceUnit::kSentence, ImportanceUnit::kSplit})
+    if (name == importance_unit_name(u)) return u;
   HC_FAIL("importance unit '{}': expected token, sentence or split", name);
 }
 
