@@ -4,27 +4,34 @@
     python3 experiments/l0-recovery/phase_speed.py [RUN...]
 
 For each run in records/ (default: the recipe's 72-head 2x runs with the expected split, with
-training and with frozen weights) it prints the step at which the mask was fixed (pruning.json's
-steps minus the 2,400 recovery steps), the median target tokens per second of the train events up
+training and with frozen weights) it prints the step at which the mask was fixed (the line of
+train.log that says so), the median target tokens per second of the train events up
 to that step and after it (the first 50 recovery steps left out: the logging window straddles the
 fix), and their ratio. Both medians come from the same run on the same machine, so the ratio
 compares the two phases without comparing machines.
 """
 import json
 import pathlib
+import re
 import statistics
 import sys
 
-RECORDS = pathlib.Path(__file__).resolve().parent / "records"
+import kept_heads
+
+RECORDS = pathlib.Path(kept_heads.RECORDS)
 DEFAULT = ["esplit-72-2x", "esplit-72-2x-s2", "esplit-72-2x-s3",
            "frz-esplit-72-2x", "frz-esplit-72-2x-s2", "frz-esplit-72-2x-s3"]
-RECOVERY_STEPS = 2400
+FIXED = re.compile(r"step (\d+): the mask is fixed")
 
 
 def phase_speeds(run):
     folder = RECORDS / run
     events = [json.loads(line) for line in (folder / "metrics.jsonl").open()]
-    fixed = json.loads((folder / "pruning.json").read_text())["steps"] - RECOVERY_STEPS
+    found = FIXED.search((folder / "train.log").read_text())
+    if found is None:
+        sys.exit(f"{folder / 'train.log'}: no 'step N: the mask is fixed' line (not a run with "
+                 "recovery steps)")
+    fixed = int(found.group(1))
     train = [e for e in events if e.get("event") == "train"]
     gated = [e["tgt_tokens_per_s"] for e in train if e["step"] <= fixed]
     recovery = [e["tgt_tokens_per_s"] for e in train if e["step"] > fixed + 50]
