@@ -12,8 +12,9 @@ most important) under each unit with its values; and, for the runs of the study 
 of the budget, which encoder self-attention heads the gates kept with their ranks under each
 unit, beside test BLEU. Last, how far the gates' own ranking follows each unit and how far it
 repeats from one seed to the next: per type, the Spearman correlation of the gates' P(open) at the
-step-200 evaluation (the target still ramping) and at step 600 (after every recipe run's mask is
-fixed) between the seeds of the expected
+step-200 evaluation (the target still ramping), at step 600 (after the mask is fixed in every
+recipe run with the default ramp of 300 steps) and at each run's last record (its mask fixed:
+frz-ramp900-esplit-72-2x-s2 ramps the target over 900 steps and fixes it at step 900) between the seeds of the expected
 split (with training weights and, where recorded, with frozen ones) and between each run and each
 unit; then how many encoder self-attention heads two of those runs both kept."""
 import csv
@@ -32,21 +33,25 @@ sys.path.insert(0, HERE)
 import kept_heads  # noqa: E402  (the study's kept heads and BLEU, from the records)
 
 GATE_RUNS = ("esplit-72-2x", "esplit-72-2x-s2", "esplit-72-2x-s3", "frz-esplit-72-2x",
-             "frz-esplit-72-2x-s2", "frz-esplit-72-2x-s3")
-GATE_STEPS = (200, 600)  # while the target ramps; after every recipe run fixed its mask
+             "frz-esplit-72-2x-s2", "frz-esplit-72-2x-s3", "frz-ramp900-esplit-72-2x-s2")
+GATE_STEPS = (200, 600, "last")  # the target ramping; the default ramp's masks fixed; every mask fixed
 
 
 def gates_at(run, step):
-    """P(open) of every head at an evaluation step of gates.jsonl, or None without the record."""
+    """P(open) of every head at an evaluation step of gates.jsonl (or at its last record, step
+    "last"), or None without the record."""
     path = os.path.join(kept_heads.RECORDS, run, "gates.jsonl")
     if not os.path.exists(path):
         return None
+    found = None
     with open(path) as f:
         for line in f:
             j = json.loads(line)
-            if j["step"] == step:
-                return {f"{t} L{l} H{h}": p for t, l, h, p, _ in j["heads"]}
-    return None
+            if step == "last" or j["step"] == step:
+                found = {f"{t} L{l} H{h}": p for t, l, h, p, _ in j["heads"]}
+                if step != "last":
+                    return found
+    return found if step == "last" else None
 
 
 def read(name):
@@ -105,7 +110,8 @@ def main():
     for step in GATE_STEPS:
         gates = {r: g for r in GATE_RUNS if (g := gates_at(r, step)) is not None}
         runs = list(gates)
-        print(f"\nThe gates' P(open) at step {step}, Spearman within each type: between runs, "
+        when = "at each run's last record" if step == "last" else f"at step {step}"
+        print(f"\nThe gates' P(open) {when}, Spearman within each type: between runs, "
               "and each run against each unit")
         for t in TYPES:
             heads = [h for h in vals["token"] if h.startswith(t + " ")]
