@@ -73,6 +73,13 @@ def main():
     for r, g in zip(a.runs, gates):
         if sorted(g) != heads:
             sys.exit(f"seed_average.py: {r} gates other heads than {a.runs[0]}")
+    for r in a.runs:  # a mean over runs that targeted other head counts would mean nothing
+        pruning = os.path.join(folder_of(r), "pruning.json")
+        if os.path.exists(pruning):
+            with open(pruning) as f:
+                target = json.load(f).get("target_heads")
+            if target and target != a.heads:
+                sys.exit(f"seed_average.py: {r} targeted {target} heads, --heads is {a.heads}")
     mean = {h: sum(g[h] for g in gates) / len(gates) for h in heads}
     expected = {t: sum(p for h, p in mean.items() if h[0] == t) for t in TYPES}
     counts = largest_remainder(a.heads, expected)
@@ -92,8 +99,11 @@ def main():
     name = {f"{t} L{l} H{h}" for t, l, h in kept}
     print("kept heads shared with each run's own mask and with michel-72-2x's:")
     for r in list(a.runs) + ["michel-72-2x"]:
-        own = kept_heads.kept(os.path.basename(os.path.normpath(r)))
-        print(f"  {r:<24} {len(name & own)} of {len(own)}")
+        own = kept_heads.kept(os.path.abspath(r) if os.path.isdir(r) else r)
+        if own is None:
+            print(f"  {r:<24} (no mask in its records)")
+        else:
+            print(f"  {r:<24} {len(name & own)} of {len(own)}")
     if a.out:
         os.makedirs(a.out, exist_ok=True)
         tmp = os.path.join(a.out, "head_removal.csv.tmp")
