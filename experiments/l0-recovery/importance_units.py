@@ -14,9 +14,10 @@ unit, beside test BLEU. Last, how far the gates' own ranking follows each unit a
 repeats from one seed to the next: per type, the Spearman correlation of the gates' P(open) at the
 step-200 evaluation (the target still ramping), at step 600 (after the mask is fixed in every
 recipe run with the default ramp of 300 steps) and at each run's last record (its mask fixed:
-frz-ramp900-esplit-72-2x-s2 ramps the target over 900 steps and fixes it at step 900) between the seeds of the expected
-split (with training weights and, where recorded, with frozen ones) and between each run and each
-unit; then how many encoder self-attention heads two of those runs both kept."""
+frz-ramp900-esplit-72-2x-s2 ramps the target over 900 steps and fixes it at step 900) between the
+seeds of the expected split (with training weights and, where recorded, with frozen ones) and
+between each run and each unit; then how many encoder self-attention heads two of those runs both
+kept."""
 import csv
 import json
 import os
@@ -34,24 +35,19 @@ import kept_heads  # noqa: E402  (the study's kept heads and BLEU, from the reco
 
 GATE_RUNS = ("esplit-72-2x", "esplit-72-2x-s2", "esplit-72-2x-s3", "frz-esplit-72-2x",
              "frz-esplit-72-2x-s2", "frz-esplit-72-2x-s3", "frz-ramp900-esplit-72-2x-s2")
-GATE_STEPS = (200, 600, "last")  # the target ramping; the default ramp's masks fixed; every mask fixed
+GATE_STEPS = (200, 600, "last")  # ramping; the default ramp's masks fixed; every mask fixed
 
 
 def gates_at(run, step):
     """P(open) of every head at an evaluation step of gates.jsonl (or at its last record, step
-    "last"), or None without the record."""
+    "last"), or None without the record. RUN: a records folder's name, or a path."""
     path = os.path.join(kept_heads.RECORDS, run, "gates.jsonl")
     if not os.path.exists(path):
         return None
-    found = None
     with open(path) as f:
-        for line in f:
-            j = json.loads(line)
-            if step == "last" or j["step"] == step:
-                found = {f"{t} L{l} H{h}": p for t, l, h, p, _ in j["heads"]}
-                if step != "last":
-                    return found
-    return found if step == "last" else None
+        records = [json.loads(line) for line in f]
+    chosen = records[-1:] if step == "last" else [j for j in records if j["step"] == step][:1]
+    return {f"{t} L{l} H{h}": p for t, l, h, p, _ in chosen[0]["heads"]} if chosen else None
 
 
 def read(name):
