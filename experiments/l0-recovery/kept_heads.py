@@ -5,7 +5,8 @@
 
 A prune run's kept heads are those its head_removal.csv does not remove; Michel + fine-tuning's
 are the heads its compare.json does not list in michel_removed_heads; the runs that fine-tune an
-L0 run's mask by `train` (l0mask-rw-ft-72-*, mask_ft.sh) keep rewind-72-1x's heads. For each run:
+L0 run's mask by `train` (l0mask-rw-ft-72-*, mask_ft.sh) keep rewind-72-1x's heads, the
+avg-esplit-72-* runs those of records/avg-esplit-72-2x-mask (seed_average.py's mask). For each run:
 the kept heads per type (enc_self/dec_self/enc_dec), the encoder self-attention heads it kept,
 whether it kept each of the baseline's two encoder self-attention heads of the highest Michel
 importance (records/importance-baseline/importance.csv), how many kept heads it shares with
@@ -20,7 +21,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 RECORDS = os.path.join(HERE, "records")
 TYPES = ("enc_self", "dec_self", "enc_dec")
 ALL = {f"{t} L{l} H{h}" for t in TYPES for l in range(6) for h in range(8)}
-MASK_OF = {"l0mask-rw-ft-72-": "rewind-72-1x"}  # mask_ft.sh's source run, by name prefix
+MASK_OF = {"l0mask-rw-ft-72-": "rewind-72-1x",  # mask_ft.sh's source run, by name prefix
+           "avg-esplit-72-": "avg-esplit-72-2x-mask"}  # seed_average.py's mask (item 46)
 
 
 def removed_by_gates(run):
