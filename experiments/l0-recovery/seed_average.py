@@ -82,7 +82,7 @@ def main():
         print(f"  {'*' if h in kept else ' '} {h[9:]}  mean {mean[h]:.2f}  runs {runs}")
     print("kept heads shared with each run's own mask and with michel-72-2x's:")
     for r in list(a.runs) + ["michel-72-2x"]:
-        own = kept_heads.kept(os.path.abspath(r) if os.path.isdir(r) else r)
+        own = kept_heads.kept(folder_of(r))
         if own is None:
             print(f"  {r:<24} (no mask in its records)")
         else:
