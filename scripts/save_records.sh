@@ -27,5 +27,9 @@ if [ $# -gt 0 ]; then
   grep -hE '^\[headcount\]|Elapsed \(wall|Maximum resident|Command being timed' "$@" > "$dest/train.log.tmp" || true
   mv "$dest/train.log.tmp" "$dest/train.log"
 fi
+# prune.gate_seeds: each finished gate run's records (RUN/gate-seeds/seed-S) beside the run's own.
+for g in "$run"/gate-seeds/seed-*; do
+  [ -f "$g/summary.json" ] && bash "$0" "$g" "$dest/gate-seeds/$(basename "$g")" > /dev/null
+done
 echo "records of $run -> $dest:"
 ls "$dest"

@@ -290,6 +290,7 @@ TEST(PruneHeads, ExpectedSplitKeepsEachTypesShareOfTheExpectedOpenHeads) {
 #include <cstdlib>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include "headcount/common/io.h"
 #include "headcount/common/precision.h"
@@ -1217,6 +1218,170 @@ TEST(PruneRun, GatedModelInEvalModeEqualsThePrunedCheckpoint) {
       torch::equal(base->encoder_layers[0]->fc1->weight, gated->encoder_layers[0]->fc1->weight));
   // Decoder self-attention was not gated.
   EXPECT_EQ(info.architecture.total(model::AttentionType::kDecSelf), 8);
+}
+
+// The gates of a finished prune run as the run left them (checkpoints/last), read through an
+// L0Pruning of `c` (which must not have gate_seeds): log_alpha per (type, layer).
+std::map<std::pair<int, int>, torch::Tensor> gates_of(const Config& c, const fs::path& run,
+                                                      const fs::path& scratch) {
+  train::TrainOptions o;
+  o.run_dir = scratch;
+  o.init_from = c.prune.init_from;
+  prune::L0Pruning l0(c, o);
+  auto m = run::load_model(run::read_checkpoint_info(c.prune.init_from), torch::kCPU);
+  l0.parameter_groups(m, torch::kCPU);
+  l0.load(run / "checkpoints" / "last");
+  std::map<std::pair<int, int>, torch::Tensor> out;
+  for (const auto& l : l0.gates()->layers())
+    out[{static_cast<int>(l.type), l.layer}] = l.gate->log_alpha.detach().clone();
+  return out;
+}
+
+// prune.gate_seeds: one gate run per seed (the recipe's gated steps with that seed, ending at its
+// fixing step), the mask chosen from the mean of their P_open by the run's rule (here the expected
+// split: each type's share of the mean's expected open heads by largest remainder, then the
+// largest mean P_open within the type), and exactly recovery_steps steps under that mask from the
+// init weights. The mask by hand from the gate runs' log_alpha.
+TEST(PruneRun, GateSeedsChooseTheMaskByTheMeanOfTheGateRunsPOpen) {
+  TempDir dir;
+  Config c = fast_target(dir, 10);
+  c.prune.target_heads = 7;
+  c.prune.target_split = TargetSplit::kExpected;
+  c.prune.rewind = true;
+  c.prune.exact_recovery = true;
+  c.train.eval_every = 5;
+  c.train.log_every = 1;
+  Config avg = c;
+  avg.prune.gate_seeds = {3, 4};
+  EXPECT_EQ(load_error(avg), "(no error)");
+  train::TrainOptions o;
+  o.run_dir = dir / "avg";
+  o.init_from = c.prune.init_from;
+  ::testing::internal::CaptureStderr();
+  const auto summary = prune::prune_command(avg, o);
+  std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_FALSE(summary.interrupted);
+  // Each gate run is the recipe's own gated steps with its seed: a full run of the recipe with
+  // seed 3 holds the same gates from its fixing step on, and the gate run ends at that step.
+  Config solo = c;
+  solo.seed = 3;
+  run_prune(solo, dir / "solo3");
+  const auto solo_state = nlohmann::json::parse(
+      io::read_file(dir / "solo3" / "checkpoints" / "last" / "prune_state.json"));
+  const fs::path run3 = dir / "avg" / "gate-seeds" / "seed-3";
+  const fs::path run4 = dir / "avg" / "gate-seeds" / "seed-4";
+  const auto state3 =
+      nlohmann::json::parse(io::read_file(run3 / "checkpoints" / "last" / "prune_state.json"));
+  ASSERT_TRUE(state3.contains("mask_fixed_at")) << state3.dump();
+  EXPECT_EQ(state3["mask_fixed_at"], solo_state["mask_fixed_at"]);
+  EXPECT_EQ(nlohmann::json::parse(io::read_file(run3 / "summary.json"))["steps"],
+            state3["mask_fixed_at"]);
+  const auto g3 = gates_of(c, run3, dir / "scratch"), g4 = gates_of(c, run4, dir / "scratch");
+  const auto g_solo = gates_of(c, dir / "solo3", dir / "scratch");
+  for (const auto& [k, t] : g3) EXPECT_TRUE(torch::equal(t, g_solo.at(k))) << k.first << k.second;
+  // The two seeds' gates differ (or the mean would test nothing).
+  bool differ = false;
+  for (const auto& [k, t] : g3) differ = differ || !torch::equal(t, g4.at(k));
+  EXPECT_TRUE(differ);
+  // The mask by hand: the mean P_open per head, the split by largest remainder, top per type.
+  std::map<std::tuple<int, int, int>, double> mean;
+  double e[3] = {0, 0, 0};
+  for (const auto& [k, t] : g3)
+    for (int64_t h = 0; h < t.size(0); ++h) {
+      const double m =
+          (p_open_by_formula(t[h].item<double>()) + p_open_by_formula(g4.at(k)[h].item<double>())) /
+          2;
+      mean[{k.first, k.second, static_cast<int>(h)}] = m;
+      e[k.first] += m;
+    }
+  const double sum = e[0] + e[1] + e[2];
+  int64_t counts[3], assigned = 0;
+  double frac[3];
+  for (int t = 0; t < 3; ++t) {
+    const double q = 7 * e[t] / sum;
+    ASSERT_LT(q, 8.0);
+    counts[t] = static_cast<int64_t>(std::floor(q));
+    frac[t] = q - counts[t];
+    assigned += counts[t];
+  }
+  for (; assigned < 7; ++assigned) {
+    int best = 0;
+    for (int t = 1; t < 3; ++t)
+      if (frac[t] > frac[best]) best = t;
+    ++counts[best];
+    frac[best] = -1;
+  }
+  std::set<std::tuple<int, int, int>> removed_by_hand;
+  for (int t = 0; t < 3; ++t) {
+    std::vector<std::pair<double, std::tuple<int, int, int>>> of_type;
+    for (const auto& [h, m] : mean)
+      if (std::get<0>(h) == t) of_type.push_back({m, h});
+    std::sort(of_type.begin(), of_type.end(),
+              [](const auto& a, const auto& b) { return a.first > b.first; });
+    for (size_t i = counts[t]; i < of_type.size(); ++i) removed_by_hand.insert(of_type[i].second);
+  }
+  // A run's removed heads, from its head_removal.csv (a kept head's removal step is empty).
+  auto removed_by = [](const fs::path& run) {
+    std::set<std::tuple<int, int, int>> removed;
+    const auto csv = io::read_lines(run / "head_removal.csv");
+    for (size_t i = 1; i < csv.size(); ++i) {
+      if (csv[i].empty()) continue;
+      std::stringstream line(csv[i]);
+      std::string type, layer, head, step;
+      std::getline(line, type, ',');
+      std::getline(line, layer, ',');
+      std::getline(line, head, ',');
+      std::getline(line, step, ',');
+      if (step.empty()) continue;
+      const int t = type == "enc_self" ? 0 : type == "dec_self" ? 1 : 2;
+      removed.insert({t, std::stoi(layer), std::stoi(head)});
+    }
+    return removed;
+  };
+  EXPECT_EQ(removed_by(dir / "avg"), removed_by_hand);
+  // The mean's mask is neither seed's own (so taking one gate run's gates would fail here).
+  EXPECT_EQ(removed_by(run3).size(), 17u);
+  EXPECT_NE(removed_by(run3), removed_by_hand);
+  EXPECT_NE(removed_by(run4), removed_by_hand);
+  const auto arch = run::read_checkpoint_info(dir / "avg" / "pruned").architecture;
+  EXPECT_EQ(arch.total(AttentionType::kEncSelf), counts[0]);
+  EXPECT_EQ(arch.total(AttentionType::kDecSelf), counts[1]);
+  EXPECT_EQ(arch.total(AttentionType::kEncDec), counts[2]);
+  // The run: the mask fixed at step 0 (every evaluation with it), exactly 10 steps after it.
+  const auto state = nlohmann::json::parse(
+      io::read_file(dir / "avg" / "checkpoints" / "last" / "prune_state.json"));
+  EXPECT_EQ(state["mask_fixed_at"].get<int64_t>(), 0) << state.dump();
+  const auto evals = events(dir / "avg", "eval");
+  ASSERT_FALSE(evals.empty());
+  EXPECT_EQ(evals.front()["step"].get<int64_t>(), 0);
+  for (const auto& ev : evals) EXPECT_TRUE(ev.value("mask_fixed", false)) << ev.dump();
+  EXPECT_EQ(nlohmann::json::parse(io::read_file(dir / "avg" / "summary.json"))["steps"], 10);
+  EXPECT_NE(err.find("the gates are the mean P_open of 2 gate runs"), std::string::npos) << err;
+  // Run again: the gate runs are finished and not run again.
+  ::testing::internal::CaptureStderr();
+  prune::prune_command(avg, o);
+  err = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find(fmt::format("gate run {} has finished", run3.string())), std::string::npos)
+      << err;
+  EXPECT_EQ(nlohmann::json::parse(io::read_file(run4 / "summary.json"))["steps"],
+            nlohmann::json::parse(io::read_file(run4 / "checkpoints" / "last" /
+                                                "prune_state.json"))["mask_fixed_at"]);
+  // Clear errors: the recipe's settings are needed, and each seed once.
+  Config no_exact = avg;
+  no_exact.prune.exact_recovery = false;
+  EXPECT_NE(load_error(no_exact).find("prune.gate_seeds (from bad"), std::string::npos)
+      << load_error(no_exact);
+  Config twice = avg;
+  twice.prune.gate_seeds = {3, 3};
+  EXPECT_NE(load_error(twice).find("lists seed 3 twice"), std::string::npos) << load_error(twice);
+  Config stop = c;
+  stop.prune.fix_at_target = false;
+  stop.prune.exact_recovery = false;
+  stop.prune.recovery_steps = 0;
+  stop.prune.rewind = false;
+  stop.prune.stop_at_fix = true;
+  EXPECT_NE(load_error(stop).find("prune.stop_at_fix (from bad"), std::string::npos)
+      << load_error(stop);
 }
 
 TEST(PruneRun, BadConfigsAreClearErrors) {

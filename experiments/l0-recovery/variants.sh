@@ -40,6 +40,11 @@
 #                 steps instead of 300 (prune.target_warmup_steps) and the latest fixing point at
 #                 R + 300 (train.max_steps 1,200 x B + R + 300): more gated steps before the heads
 #                 are chosen (item 41); e.g. frz-ramp900-esplit-72-2x-s2
+#   gavgK-NAME    NAME (esplit-* or exact-*) with prune.gate_seeds: K gate runs (the gated steps
+#                 alone, seeds K(S-1)+1 .. KS for NAME's seed S, so that no two seeds of the
+#                 variant share a gate run) choose the mask by the mean of their P(open); the run
+#                 then fine-tunes the baseline under it for NAME's recovery steps with seed S
+#                 (item 48); e.g. gavg3-esplit-72-2x (gate seeds 1, 2, 3: the seeds of item 46)
 # NAME-sK (e.g. exact-72-1x-s2) runs NAME with seed K.
 # Other variants than exact-* at budgets B > 1 scale their steps as queue.sh does (ramp a quarter
 # of the steps, the latest fixing point at the half).
@@ -58,6 +63,13 @@ for name in "$@"; do
   # NAME-sK: the same variant with seed K (gate noise, dropout, batch order; 1 otherwise).
   seed=1 base_name=$name
   if [[ $name =~ ^(.*)-s([0-9]+)$ ]]; then base_name=${BASH_REMATCH[1]} seed=${BASH_REMATCH[2]}; fi
+  gate_avg=()
+  if [[ $base_name =~ ^gavg([0-9]+)-((exact|esplit)-.*)$ ]]; then
+    k=${BASH_REMATCH[1]} base_name=${BASH_REMATCH[2]}
+    gate_avg=(--set "prune.gate_seeds=[$(seq -s ', ' $((k * (seed - 1) + 1)) $((k * seed)))]")
+  elif [[ $base_name == gavg* ]]; then
+    echo "gavgK- takes exact-* or esplit-* variants: $name" >&2; exit 2
+  fi
   freeze=()
   if [[ $base_name == frz-* ]]; then base_name=${base_name#frz-} freeze=(--set prune.freeze_until_fixed=true); fi
   # rampR-NAME: the recipe's target ramp of 300 steps made R (exact-*, esplit-*, typed-*).
@@ -112,7 +124,8 @@ for name in "$@"; do
     echo "$(date -u +%FT%TZ) $name start"
     "$B" prune configs/bible-base.yaml configs/bible-prune.yaml configs/bible-prune-gated.yaml \
       --set prune.init_from=$base \
-      "${args[@]}" ${freeze[@]+"${freeze[@]}"} --out "$R/$name" >> "$R/$name.log" 2>&1
+      "${args[@]}" ${freeze[@]+"${freeze[@]}"} ${gate_avg[@]+"${gate_avg[@]}"} --out "$R/$name" \
+      >> "$R/$name.log" 2>&1
   fi
   evaluate "$R/$name/pruned" "$R/$name"
   bash scripts/save_records.sh "$R/$name" "$records/$name" "$R/$name.log" > /dev/null

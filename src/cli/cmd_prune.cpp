@@ -55,8 +55,7 @@ void add_prune_command(CLI::App& app) {
     setup_distributed(config, o, a->dist_timeout);
     const auto lock = train::check_run_folder(config, o.run_dir, o.rank);
     std::filesystem::create_directories(o.run_dir);
-    prune::PruneTrainer trainer(config, o);
-    if (trainer.run().interrupted) exit_status() = kExitInterrupted;
+    if (prune::prune_command(config, o).interrupted) exit_status() = kExitInterrupted;
   });
 }
 

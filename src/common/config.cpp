@@ -530,6 +530,13 @@ std::vector<Field> prune_gate_fields() {
                   any<bool>(),
                   "with recovery: only the gates train until the mask is fixed; the weights "
                   "(prune.train_parts) train after it"),
+      field<std::vector<double>>(
+          "prune.gate_seeds", "list of numbers", HC_ACCESS(prune.gate_seeds),
+          each_in(0, INT32_MAX, true),
+          "target mode with fix_at_target: choose the mask by the mean P_open of one gate run "
+          "per seed (RUN/gate-seeds/seed-S), then recover under it; [] = the run's own gates"),
+      field<bool>("prune.stop_at_fix", "bool", HC_ACCESS(prune.stop_at_fix), any<bool>(),
+                  "end the run at the step its mask is fixed (the gated steps only)"),
       field<double>("prune.distill_weight", "float", HC_ACCESS(prune.distill_weight),
                     range(0.0, 1.0),
                     "weight of distillation from the unpruned model in the objective (0 = off)"),
@@ -955,6 +962,25 @@ Config ConfigLoader::finish() const {
            "for the recovery steps: it needs prune.recovery_steps (from {}), or the weights "
            "would never train",
            origin("prune.freeze_until_fixed"), origin("prune.recovery_steps"));
+  HC_CHECK(!p.stop_at_fix || p.recovery_steps > 0,
+           "prune.stop_at_fix (from {}) ends the run when its mask is fixed: it needs "
+           "prune.recovery_steps (from {}), which sets the latest fixing point",
+           origin("prune.stop_at_fix"), origin("prune.recovery_steps"));
+  if (!p.gate_seeds.empty()) {
+    HC_CHECK(p.fix_at_target && p.exact_recovery && p.rewind && !p.stop_at_fix,
+             "prune.gate_seeds (from {}) chooses the mask from several gate runs and fine-tunes "
+             "prune.init_from under it for exactly prune.recovery_steps: it needs "
+             "prune.fix_at_target (from {}), prune.exact_recovery (from {}) and prune.rewind (from "
+             "{}) true and prune.stop_at_fix (from {}) false (configs/bible-prune-target.yaml "
+             "has the first three)",
+             origin("prune.gate_seeds"), origin("prune.fix_at_target"),
+             origin("prune.exact_recovery"), origin("prune.rewind"), origin("prune.stop_at_fix"));
+    std::set<double> seen;
+    for (double s : p.gate_seeds)
+      HC_CHECK(seen.insert(s).second,
+               "prune.gate_seeds (from {}) lists seed {} twice: each gate run needs its own seed",
+               origin("prune.gate_seeds"), static_cast<int64_t>(s));
+  }
   HC_CHECK(p.distill_weight == 0 || p.method == PruneMethod::kL0,
            "prune.distill_weight (from {}) is a setting of the gated fine-tuning (prune.method "
            "l0), but prune.method is {} (from {})",

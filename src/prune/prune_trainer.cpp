@@ -115,6 +115,21 @@ void L0Pruning::fix_mask(int64_t step) {
   }
   int64_t kept = 0;
   for (const auto& [key, v] : *fixed_values_) kept += v.gt(0).sum().item<int64_t>();
+  if (config_.prune.stop_at_fix) {
+    log::info(
+        "step {}: the mask is fixed ({} of {} gated heads kept); the run ends here "
+        "(prune.stop_at_fix)",
+        step, kept, gates_->total_heads());
+    return;
+  }
+  if (!config_.prune.gate_seeds.empty()) {
+    log::info(
+        "step {}: the mask of the gate runs' mean is fixed ({} of {} gated heads kept); {} steps "
+        "fine-tune {}'s weights under it (prune.recovery_steps)",
+        step, kept, gates_->total_heads(), end_step(config_.train.max_steps) - step,
+        options_.init_from ? options_.init_from->string() : std::string("prune.init_from"));
+    return;
+  }
   log::info(
       "step {}: the mask is fixed ({} of {} gated heads kept{}); the remaining {} steps train "
       "the weights under it (prune.recovery_steps)",
@@ -125,7 +140,69 @@ void L0Pruning::fix_mask(int64_t step) {
 
 void L0Pruning::fix_during_run(int64_t step) {
   fix_mask(step);
-  if (config_.prune.rewind) rewind_weights();
+  // prune.stop_at_fix: the run ends here; its weights are not what it is for.
+  if (config_.prune.rewind && !config_.prune.stop_at_fix) rewind_weights();
+}
+
+fs::path gate_seed_run(const fs::path& run_dir, int64_t seed) {
+  return run_dir / "gate-seeds" / fmt::format("seed-{}", seed);
+}
+
+Config gate_seed_config(const Config& config, int64_t seed) {
+  Config c = config;
+  c.seed = static_cast<int>(seed);
+  c.prune.gate_seeds.clear();
+  c.prune.stop_at_fix = true;
+  return c;
+}
+
+void L0Pruning::average_gate_runs() {
+  torch::NoGradGuard no_grad;
+  const auto& seeds = config_.prune.gate_seeds;
+  const auto& layers = gates_->layers();
+  std::vector<torch::Tensor> sum(layers.size());
+  std::vector<std::string> own;  // each gate run's kept heads per type, for the log
+  for (double s : seeds) {
+    const auto seed = static_cast<int64_t>(s);
+    const fs::path dir = gate_seed_run(options_.run_dir, seed);
+    const run::CheckpointFolder last{run::RunFolder{dir}.last()};
+    std::error_code ec;
+    HC_CHECK(fs::exists(run::RunFolder{dir}.summary(), ec) && fs::exists(last.gates(), ec),
+             "prune.gate_seeds: the gate run {} has not finished (no summary.json or no "
+             "checkpoints/last/gates.pt): run the same prune command to finish it",
+             dir.string());
+    const auto state = nlohmann::json::parse(
+        run::read_checkpoint_file(last.dir, run::CheckpointFolder::kPruneState));
+    HC_CHECK(state.contains("mask_fixed_at"),
+             "prune.gate_seeds: the gate run {} ended without fixing its mask ({} has no "
+             "mask_fixed_at)",
+             dir.string(), last.prune_state().string());
+    model::load_weights(*gates_, run::load_weights_file(last.gates()), last.gates().string());
+    std::map<model::AttentionType, int64_t> kept;
+    const auto values = fixed_mask_values(*gates_, config_.prune);
+    for (size_t i = 0; i < layers.size(); ++i) {
+      const auto p = layers[i].gate->p_open().to(torch::kFloat64);
+      sum[i] = sum[i].defined() ? sum[i] + p : p;
+      kept[layers[i].type] += values.at(HeadGatesImpl::key(layers[i].type, layers[i].layer))
+                                  .gt(0)
+                                  .sum()
+                                  .item<int64_t>();
+    }
+    std::vector<std::string> parts;
+    for (const auto& [t, n] : kept) parts.push_back(fmt::format("{}", n));
+    own.push_back(fmt::format("seed {} (fixed at step {}) {}", seed,
+                              state.at("mask_fixed_at").get<int64_t>(), fmt::join(parts, "/")));
+  }
+  // log_alpha = logit(mean P_open) + beta log(-l / r): P_open = sigmoid(log_alpha - beta
+  // log(-l/r)).
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const auto& o = layers[i].gate->options();
+    const double shift = o.temperature * std::log(-o.stretch_low / o.stretch_high);
+    const auto mean = (sum[i] / static_cast<double>(seeds.size())).clamp(1e-12, 1 - 1e-12);
+    layers[i].gate->log_alpha.copy_(torch::logit(mean) + shift);
+  }
+  log::info("prune.gate_seeds: the gates are the mean P_open of {} gate runs (kept e/d/de: {})",
+            seeds.size(), fmt::join(own, "; "));
 }
 
 void L0Pruning::rewind_weights() {
@@ -154,6 +231,7 @@ int64_t L0Pruning::schedule_start() const {
 }
 
 int64_t L0Pruning::end_step(int64_t max_steps) const {
+  if (config_.prune.stop_at_fix && fixed()) return fixed_at_;
   // fixed_at_ <= max_steps - recovery_steps (the latest fixing point), so this is never later.
   if (!config_.prune.exact_recovery || !fixed()) return max_steps;
   return fixed_at_ + config_.prune.recovery_steps;
@@ -161,6 +239,30 @@ int64_t L0Pruning::end_step(int64_t max_steps) const {
 
 std::map<std::string, torch::Tensor> L0Pruning::mask_values() {
   return fixed() ? *fixed_values_ : final_values();
+}
+
+train::TrainSummary prune_command(const Config& config, const train::TrainOptions& options) {
+  const auto& seeds = config.prune.gate_seeds;
+  for (size_t i = 0; i < seeds.size(); ++i) {
+    const auto seed = static_cast<int64_t>(seeds[i]);
+    train::TrainOptions o = options;
+    o.run_dir = gate_seed_run(options.run_dir, seed);
+    const Config c = gate_seed_config(config, seed);
+    const auto lock = train::check_run_folder(c, o.run_dir, o.rank);
+    std::error_code ec;
+    if (fs::exists(run::RunFolder{o.run_dir}.summary(), ec)) {
+      log::info("prune.gate_seeds: gate run {} has finished", o.run_dir.string());
+      continue;
+    }
+    fs::create_directories(o.run_dir);
+    log::info("prune.gate_seeds: gate run {} ({} of {}): the gated steps with seed {}",
+              o.run_dir.string(), i + 1, seeds.size(), seed);
+    PruneTrainer gate_run(c, o);
+    const auto summary = gate_run.run();
+    if (summary.interrupted) return summary;
+  }
+  PruneTrainer trainer(config, options);
+  return trainer.run();
 }
 
 PruneTrainer::PruneTrainer(Config config, train::TrainOptions options)
@@ -196,6 +298,13 @@ std::vector<train::ParamGroup> L0Pruning::parameter_groups(model::Transformer& m
   }
   const int64_t total = gates_->total_heads();
   set_targets();
+  // prune.gate_seeds: the mask is the gate runs' from the first step (a resumed run's checkpoint
+  // holds these gates again and fixes the same mask in load()). The weights are
+  // prune.init_from's already: nothing to rewind.
+  if (!config_.prune.gate_seeds.empty()) {
+    average_gate_runs();
+    fix_mask(0);
+  }
   // Freezing: parts not listed in prune.train_parts keep their weights.
   const auto& parts = config_.prune.train_parts;
   auto wants = [&](const char* part) {

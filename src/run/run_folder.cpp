@@ -32,7 +32,8 @@ std::vector<int64_t> RunFolder::checkpoint_steps() const {
 
 bool RunFolder::is_early_run_file(const std::string& name) {
   return name == "config.yaml" || name == kMetrics || name == kGates || name == "checkpoints" ||
-         name == "log.txt" || name == "sweep-exit.json" || name == ".lock";
+         name == "log.txt" || name == "sweep-exit.json" || name == ".lock" ||
+         name == "gate-seeds";  // prune.gate_seeds' runs, before the run's own first step
 }
 
 std::vector<nlohmann::json> read_jsonl(const fs::path& file) {

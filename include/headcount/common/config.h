@@ -171,6 +171,17 @@ struct PruneConfig {
   // heads its co-adapting weights can do without); from the fixing step on, prune.train_parts
   // train under the mask as before (experiments/l0-recovery, item 39).
   bool freeze_until_fixed = false;
+  // With fix_at_target (and rewind, exact_recovery): the heads are chosen by several gate runs
+  // instead of one. Each seed here runs the gated steps alone (RUN/gate-seeds/seed-S, this config
+  // with `seed` S and stop_at_fix) until its mask is fixed; the mean of their P_open per head
+  // then chooses the mask by the run's own rule (target_split), and the run fine-tunes
+  // prune.init_from under that mask for exactly recovery_steps steps with its own `seed`. The
+  // seeds' gates disagree on heads the data does not decide (experiments/l0-recovery, items
+  // 41, 46 and 47); their average is a vote. [] = one gate run, this run's own.
+  std::vector<double> gate_seeds;
+  // End the run at the step its mask is fixed (fix_at_target, or the latest fixing point): the
+  // gated steps only, to choose heads (what each of gate_seeds' runs does).
+  bool stop_at_fix = false;
   // Knowledge distillation from the unpruned model (prune.init_from, frozen, eval mode; Hinton
   // et al. 2015, as CoFiPruning): each batch's objective is (1 - w) x cross-entropy + w x T^2 x
   // KL(teacher || student) of the output distributions at temperature T, per target token; in

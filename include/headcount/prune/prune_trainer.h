@@ -78,6 +78,9 @@ class L0Pruning : public train::TrainingExtension {
   bool reached_target(int64_t steps_done) const;
   // The values the export takes now: the fixed mask, or final_values().
   std::map<std::string, torch::Tensor> mask_values();
+  // prune.gate_seeds: the gates become the mean P_open of the gate runs' (log_alpha such that
+  // P_open is that mean), logged per type beside each gate run's own mask.
+  void average_gate_runs();
 
   const Config config_;
   const train::TrainOptions options_;
@@ -99,6 +102,16 @@ class L0Pruning : public train::TrainingExtension {
   std::vector<torch::Tensor> frozen_weights_;
   bool optimizer_reset_ = false;  // prune.rewind: pending for the trainer
 };
+
+// prune.gate_seeds: the folder of the gate run with `seed` (RUN/gate-seeds/seed-S) and its config
+// (the run's own with that seed, prune.stop_at_fix on and no gate_seeds of its own).
+fs::path gate_seed_run(const fs::path& run_dir, int64_t seed);
+Config gate_seed_config(const Config& config, int64_t seed);
+
+// `headcount prune` with prune.method l0: with prune.gate_seeds, first each gate run not finished
+// yet (one after the other; each resumable like any run), then the run itself. `interrupted`:
+// a stop asked for (Ctrl-C, SIGTERM) ended it early; the same call resumes.
+train::TrainSummary prune_command(const Config& config, const train::TrainOptions& options);
 
 // `headcount prune`: a Trainer with L0Pruning.
 class PruneTrainer {
