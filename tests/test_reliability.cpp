@@ -220,6 +220,63 @@ TEST(Reliability, PruneKilledInEveryWindowOfASaveEndsAsAnUninterruptedRun) {
   kill_at_every_window_and_resume(typed, "prune", dir / "typed.yaml");
 }
 
+// prune.gate_seeds: a kill inside either gate run, between them, or in the run's own recovery
+// steps resumes to the same gate runs, the same mask of their mean and the same weights as an
+// uninterrupted command (the kills at several passages of the save of `last`, which every run
+// passes at its checkpoints; not every window: the whole command is three runs).
+TEST(Reliability, PruneWithGateSeedsKilledAnywhereEndsAsAnUninterruptedRun) {
+  TempDir dir;
+  Config c = kill_test_config(dir);
+  c.model.heads = 4;
+  c.model.encoder_layers = 2;
+  c.train.max_steps = 40;
+  save_config(c, dir / "base.yaml");
+  ASSERT_EQ(run_cli(fmt::format("train {} --out {}", (dir / "base.yaml").string(),
+                                (dir / "base").string()))
+                .code,
+            0);
+  c.prune.init_from = (dir / "base" / "checkpoints" / "last").string();
+  c.train.max_steps = 20;
+  c.prune.target_heads = 5;
+  c.prune.target_warmup_steps = 6;
+  c.prune.lagrangian_lr = 20;
+  c.prune.gate_lr = 0.3;
+  c.prune.recovery_steps = 8;
+  c.prune.fix_at_target = true;
+  c.prune.rewind = true;
+  c.prune.exact_recovery = true;
+  c.prune.target_split = TargetSplit::kExpected;
+  c.prune.gate_seeds = {2, 3};
+  save_config(c, dir / "avg.yaml");
+  const auto cmd = [&](const fs::path& out) {
+    return fmt::format("prune {} --out {}", (dir / "avg.yaml").string(), out.string());
+  };
+  const auto records = [](const fs::path& run) {
+    return std::vector<RunRecord>{record_of(run / "gate-seeds" / "seed-2"),
+                                  record_of(run / "gate-seeds" / "seed-3"), record_of(run)};
+  };
+  const Exit ref = run_cli(cmd(dir / "ref"));
+  ASSERT_EQ(ref.code, 0) << ref.err;
+  const auto expected = records(dir / "ref");
+  int kills = 0;
+  for (int hit = 1; hit <= 40; hit += 2) {
+    const std::string spec = fmt::format("train.saved_last#{}", hit);
+    const fs::path out = dir / fmt::format("killed-{}", hit);
+    const Exit killed = run_cli(cmd(out), "HEADCOUNT_CRASH_AT=" + spec);
+    if (killed.code == 0) break;  // fewer passages
+    ASSERT_EQ(killed.signal, SIGKILL) << spec << ": " << killed.err;
+    ++kills;
+    const Exit resumed = run_cli(cmd(out));
+    ASSERT_EQ(resumed.code, 0) << spec << ": " << resumed.err;
+    const auto got = records(out);
+    for (size_t i = 0; i < got.size(); ++i)
+      expect_same_record(expected[i], got[i], fmt::format("{} (run {} of 3)", spec, i + 1));
+    fs::remove_all(out);
+  }
+  // The saves of `last`: each gate run's (at least its evaluations and its end) and the run's.
+  EXPECT_GE(kills, 4);
+}
+
 // A kill after `last` but before `best`: the resumed run repairs `best` (and step-N) from `last`
 // before going on, so that best_step and checkpoints/best agree at every moment after a resume.
 TEST(Reliability, ResumeRepairsBestAndStepCheckpointsLeftBehindByAKill) {
