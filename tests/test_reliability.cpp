@@ -169,55 +169,98 @@ TEST(Reliability, TrainKilledInEveryWindowOfASaveEndsAsAnUninterruptedRun) {
   kill_at_every_window_and_resume(dir, "train", dir / "train.yaml");
 }
 
-TEST(Reliability, PruneKilledInEveryWindowOfASaveEndsAsAnUninterruptedRun) {
-  TempDir dir;
+// The prune kill tests' config: a 40-step baseline trained in `dir` (2 encoder layers, 4 heads),
+// then 20 pruning steps from its last checkpoint. Each prune mode is its own test, so that each
+// stays well within the per-test timeout under the sanitizers (a mode is some 40 kill-and-resume
+// cycles of the CLI).
+Config prune_kill_config(const TempDir& dir) {
   Config c = kill_test_config(dir);
   c.model.heads = 4;
   c.model.encoder_layers = 2;
   c.train.max_steps = 40;
   save_config(c, dir / "base.yaml");
-  ASSERT_EQ(run_cli(fmt::format("train {} --out {}", (dir / "base.yaml").string(),
-                                (dir / "base").string()))
-                .code,
-            0);
+  const Exit base = run_cli(
+      fmt::format("train {} --out {}", (dir / "base.yaml").string(), (dir / "base").string()));
+  EXPECT_EQ(base.code, 0) << base.err;
   c.prune.init_from = (dir / "base" / "checkpoints" / "last").string();
   c.prune.lambda = 0.5;
   c.prune.gate_lr = 0.2;
   c.train.max_steps = 20;
-  save_config(c, dir / "prune.yaml");
-  kill_at_every_window_and_resume(dir, "prune", dir / "prune.yaml");
-  // Target mode with a recovery phase: a kill before, at or after the mask was fixed resumes to
-  // the same mask and the same weights.
+  return c;
+}
+
+// Target mode with a recovery phase: a kill before, at or after the mask was fixed resumes to the
+// same mask and the same weights.
+Config with_recovery(Config c) {
   c.prune.lambda = 0.05;
   c.prune.target_heads = 5;
   c.prune.target_warmup_steps = 6;
   c.prune.lagrangian_lr = 0.5;
   c.prune.recovery_steps = 8;
-  save_config(c, dir / "recovery.yaml");
-  const TempDir rec;
-  kill_at_every_window_and_resume(rec, "prune", dir / "recovery.yaml");
-  // The mask fixed when the expected count reaches the target (a step the checkpoint records),
-  // with distillation from the init model: the same after a kill anywhere.
+  return c;
+}
+
+// The mask fixed when the expected count reaches the target (a step the checkpoint records), with
+// distillation from the init model.
+Config with_fix_at_target(Config c) {
+  c = with_recovery(c);
   c.prune.fix_at_target = true;
   c.prune.lagrangian_lr = 20;
   c.prune.gate_lr = 0.3;
   c.prune.distill_weight = 0.5;
-  save_config(c, dir / "fix.yaml");
-  const TempDir fix;
-  kill_at_every_window_and_resume(fix, "prune", dir / "fix.yaml");
-  // And with the weights rewound to the init model's when the mask is fixed (a fresh optimizer,
-  // the warm-up again), the run ending exactly recovery_steps after that step.
+  return c;
+}
+
+// And the weights rewound to the init model's when the mask is fixed (a fresh optimizer, the
+// warm-up again), the run ending exactly recovery_steps after that step.
+Config with_rewind(Config c) {
+  c = with_fix_at_target(c);
   c.prune.rewind = true;
   c.prune.exact_recovery = true;
+  return c;
+}
+
+TEST(Reliability, PruneKilledInEveryWindowOfASaveEndsAsAnUninterruptedRun) {
+  TempDir dir;
+  const Config c = prune_kill_config(dir);
+  ASSERT_FALSE(HasFailure());
+  save_config(c, dir / "prune.yaml");
+  kill_at_every_window_and_resume(dir, "prune", dir / "prune.yaml");
+}
+
+TEST(Reliability, PruneWithRecoveryKilledInEveryWindowEndsAsAnUninterruptedRun) {
+  TempDir dir;
+  const Config c = with_recovery(prune_kill_config(dir));
+  ASSERT_FALSE(HasFailure());
+  save_config(c, dir / "recovery.yaml");
+  kill_at_every_window_and_resume(dir, "prune", dir / "recovery.yaml");
+}
+
+TEST(Reliability, PruneFixedAtTargetWithDistillationKilledInEveryWindowEndsAsAnUninterruptedRun) {
+  TempDir dir;
+  const Config c = with_fix_at_target(prune_kill_config(dir));
+  ASSERT_FALSE(HasFailure());
+  save_config(c, dir / "fix.yaml");
+  kill_at_every_window_and_resume(dir, "prune", dir / "fix.yaml");
+}
+
+TEST(Reliability, PruneWithRewindKilledInEveryWindowEndsAsAnUninterruptedRun) {
+  TempDir dir;
+  const Config c = with_rewind(prune_kill_config(dir));
+  ASSERT_FALSE(HasFailure());
   save_config(c, dir / "rewind.yaml");
-  const TempDir rewind;
-  kill_at_every_window_and_resume(rewind, "prune", dir / "rewind.yaml");
-  // A target per attention type (a pair of multipliers per type in the checkpoint): the same.
+  kill_at_every_window_and_resume(dir, "prune", dir / "rewind.yaml");
+}
+
+// A target per attention type (a pair of multipliers per type in the checkpoint): the same.
+TEST(Reliability, PruneWithTargetsPerTypeKilledInEveryWindowEndsAsAnUninterruptedRun) {
+  TempDir dir;
+  Config c = with_rewind(prune_kill_config(dir));
+  ASSERT_FALSE(HasFailure());
   c.prune.target_heads = 0;
   c.prune.target_heads_per_type = {1, 2, 2};
   save_config(c, dir / "typed.yaml");
-  const TempDir typed;
-  kill_at_every_window_and_resume(typed, "prune", dir / "typed.yaml");
+  kill_at_every_window_and_resume(dir, "prune", dir / "typed.yaml");
 }
 
 // prune.gate_seeds: a kill inside either gate run, between them, or in the run's own recovery
