@@ -169,11 +169,9 @@ TEST(Reliability, TrainKilledInEveryWindowOfASaveEndsAsAnUninterruptedRun) {
   kill_at_every_window_and_resume(dir, "train", dir / "train.yaml");
 }
 
-// The prune kill tests' config: a 40-step baseline trained in `dir` (2 encoder layers, 4 heads),
-// then 20 pruning steps from its last checkpoint. Each prune mode is its own test, so that each
-// stays well within the per-test timeout under the sanitizers (a mode is some 40 kill-and-resume
-// cycles of the CLI).
-Config prune_kill_config(const TempDir& dir) {
+// The prune kill tests' start: a 40-step baseline trained in `dir` (2 encoder layers, 4 heads),
+// and a config for 20 pruning steps from its last checkpoint.
+Config kill_baseline(const TempDir& dir) {
   Config c = kill_test_config(dir);
   c.model.heads = 4;
   c.model.encoder_layers = 2;
@@ -183,15 +181,21 @@ Config prune_kill_config(const TempDir& dir) {
       fmt::format("train {} --out {}", (dir / "base.yaml").string(), (dir / "base").string()));
   EXPECT_EQ(base.code, 0) << base.err;
   c.prune.init_from = (dir / "base" / "checkpoints" / "last").string();
+  c.train.max_steps = 20;
+  return c;
+}
+
+// The prune modes, each built on the one before.
+Config lambda_mode(Config c) {
   c.prune.lambda = 0.5;
   c.prune.gate_lr = 0.2;
-  c.train.max_steps = 20;
   return c;
 }
 
 // Target mode with a recovery phase: a kill before, at or after the mask was fixed resumes to the
 // same mask and the same weights.
 Config with_recovery(Config c) {
+  c = lambda_mode(c);
   c.prune.lambda = 0.05;
   c.prune.target_heads = 5;
   c.prune.target_warmup_steps = 6;
@@ -220,47 +224,42 @@ Config with_rewind(Config c) {
   return c;
 }
 
-TEST(Reliability, PruneKilledInEveryWindowOfASaveEndsAsAnUninterruptedRun) {
+// A target per attention type (a pair of multipliers per type in the checkpoint).
+Config with_targets_per_type(Config c) {
+  c = with_rewind(c);
+  c.prune.target_heads = 0;
+  c.prune.target_heads_per_type = {1, 2, 2};
+  return c;
+}
+
+// Each prune mode is its own test, so that each stays well within the per-test timeout under the
+// sanitizers (a mode is some 40 kill-and-resume cycles of the CLI).
+void prune_killed_in_every_window(Config (*mode)(Config)) {
   TempDir dir;
-  const Config c = prune_kill_config(dir);
-  ASSERT_FALSE(HasFailure());
+  const Config c = mode(kill_baseline(dir));
+  ASSERT_FALSE(::testing::Test::HasFailure());
   save_config(c, dir / "prune.yaml");
   kill_at_every_window_and_resume(dir, "prune", dir / "prune.yaml");
 }
 
+TEST(Reliability, PruneKilledInEveryWindowOfASaveEndsAsAnUninterruptedRun) {
+  prune_killed_in_every_window(lambda_mode);
+}
+
 TEST(Reliability, PruneWithRecoveryKilledInEveryWindowEndsAsAnUninterruptedRun) {
-  TempDir dir;
-  const Config c = with_recovery(prune_kill_config(dir));
-  ASSERT_FALSE(HasFailure());
-  save_config(c, dir / "recovery.yaml");
-  kill_at_every_window_and_resume(dir, "prune", dir / "recovery.yaml");
+  prune_killed_in_every_window(with_recovery);
 }
 
 TEST(Reliability, PruneFixedAtTargetWithDistillationKilledInEveryWindowEndsAsAnUninterruptedRun) {
-  TempDir dir;
-  const Config c = with_fix_at_target(prune_kill_config(dir));
-  ASSERT_FALSE(HasFailure());
-  save_config(c, dir / "fix.yaml");
-  kill_at_every_window_and_resume(dir, "prune", dir / "fix.yaml");
+  prune_killed_in_every_window(with_fix_at_target);
 }
 
 TEST(Reliability, PruneWithRewindKilledInEveryWindowEndsAsAnUninterruptedRun) {
-  TempDir dir;
-  const Config c = with_rewind(prune_kill_config(dir));
-  ASSERT_FALSE(HasFailure());
-  save_config(c, dir / "rewind.yaml");
-  kill_at_every_window_and_resume(dir, "prune", dir / "rewind.yaml");
+  prune_killed_in_every_window(with_rewind);
 }
 
-// A target per attention type (a pair of multipliers per type in the checkpoint): the same.
 TEST(Reliability, PruneWithTargetsPerTypeKilledInEveryWindowEndsAsAnUninterruptedRun) {
-  TempDir dir;
-  Config c = with_rewind(prune_kill_config(dir));
-  ASSERT_FALSE(HasFailure());
-  c.prune.target_heads = 0;
-  c.prune.target_heads_per_type = {1, 2, 2};
-  save_config(c, dir / "typed.yaml");
-  kill_at_every_window_and_resume(dir, "prune", dir / "typed.yaml");
+  prune_killed_in_every_window(with_targets_per_type);
 }
 
 // prune.gate_seeds: a kill inside either gate run, between them, or in the run's own recovery
@@ -269,17 +268,8 @@ TEST(Reliability, PruneWithTargetsPerTypeKilledInEveryWindowEndsAsAnUninterrupte
 // passes at its checkpoints; not every window: the whole command is three runs).
 TEST(Reliability, PruneWithGateSeedsKilledAnywhereEndsAsAnUninterruptedRun) {
   TempDir dir;
-  Config c = kill_test_config(dir);
-  c.model.heads = 4;
-  c.model.encoder_layers = 2;
-  c.train.max_steps = 40;
-  save_config(c, dir / "base.yaml");
-  ASSERT_EQ(run_cli(fmt::format("train {} --out {}", (dir / "base.yaml").string(),
-                                (dir / "base").string()))
-                .code,
-            0);
-  c.prune.init_from = (dir / "base" / "checkpoints" / "last").string();
-  c.train.max_steps = 20;
+  Config c = kill_baseline(dir);
+  ASSERT_FALSE(HasFailure());
   c.prune.target_heads = 5;
   c.prune.target_warmup_steps = 6;
   c.prune.lagrangian_lr = 20;
