@@ -279,6 +279,66 @@ TEST(PruneHeads, ExpectedSplitKeepsEachTypesShareOfTheExpectedOpenHeads) {
   for (const auto& [key, x] : typed_top) EXPECT_TRUE(torch::equal(typed.at(key), x)) << key;
 }
 
+// prune.split_floor: heads below the floor count as closed when the total is split. enc_self has
+// one head open (log_alpha 5) and seven nearly closed (-3, P_open 0.099 each, together 0.69);
+// dec_self and enc_dec four open (5) and four closed (-5, P_open 0.015). Keeping 8 without a
+// floor, enc_self's diffuse mass earns it a second head; with a floor of 0.05 it keeps one.
+TEST(PruneHeads, SplitFloorLeavesNearlyClosedHeadsOutOfTheSplit) {
+  auto c = small_model_config();
+  model::Transformer m(c, model::Architecture::uniform(c), 30, 30);
+  PruneConfig p;
+  p.attention = {"enc_self", "dec_self", "enc_dec"};
+  p.target_heads = 8;
+  p.target_split = TargetSplit::kExpected;
+  prune::HeadGates gates(m, prune::gated_types(p), prune::HardConcreteOptions{});
+  ASSERT_EQ(gates->layers().size(), 6u);
+  {
+    torch::NoGradGuard g;
+    for (auto& l : gates->layers()) {
+      if (l.type == AttentionType::kEncSelf)  // head 1 of layer 1 open, the other seven at -3
+        l.gate->log_alpha.copy_(l.layer == 1 ? torch::tensor({-3.0f, 5.0f, -3.0f, -3.0f})
+                                             : torch::tensor({-3.0f, -3.0f, -3.0f, -3.0f}));
+      else
+        l.gate->log_alpha.copy_(torch::tensor({5.0f, -5.0f, 5.0f, -5.0f}));
+    }
+  }
+  const double hi = p_open_by_formula(5.0), mid = p_open_by_formula(-3.0),
+               lo = p_open_by_formula(-5.0);
+  ASSERT_NEAR(mid, 0.099, 0.001);
+  ASSERT_NEAR(lo, 0.015, 0.001);
+  const std::vector<AttentionType> all = {AttentionType::kEncSelf, AttentionType::kDecSelf,
+                                          AttentionType::kEncDec};
+  // No floor: E[open] 0.997 + 7 x 0.099 = 1.69 and 4 x 0.997 + 4 x 0.015 = 4.05 (twice); quotas
+  // 8 x 1.69 / 9.78 = 1.38 and 3.31: floors 1, 3, 3, the last head to enc_self's 0.38.
+  const double e_enc = hi + 7 * mid, e_other = 4 * hi + 4 * lo;
+  EXPECT_NEAR(prune::counted_open(*gates, AttentionType::kEncSelf), e_enc, 1e-4);
+  ASSERT_NEAR(8 * e_enc / (e_enc + 2 * e_other), 1.38, 0.01);
+  EXPECT_EQ(prune::expected_split(*gates, 8, all), (std::vector<int64_t>{2, 3, 3}));
+  // Floor 0.15: only P_open >= 0.15 counts, 0.997 and 4 x 0.997 (twice); quotas 8 x 0.997 /
+  // 8.97 = 0.89 and 3.56: floors 0, 3, 3, the two heads left to 0.89 (enc_self) and the first
+  // 0.56 (dec_self).
+  EXPECT_NEAR(prune::counted_open(*gates, AttentionType::kEncSelf, 0.15), hi, 1e-4);
+  EXPECT_NEAR(prune::counted_open(*gates, AttentionType::kDecSelf, 0.15), 4 * hi, 1e-4);
+  ASSERT_NEAR(8 * hi / (9 * hi), 0.89, 0.01);
+  EXPECT_EQ(prune::expected_split(*gates, 8, all, 0.15), (std::vector<int64_t>{1, 4, 3}));
+  // A floor above every P_open leaves nothing to split by: the split without a floor.
+  EXPECT_EQ(prune::expected_split(*gates, 8, all, 0.999), (std::vector<int64_t>{2, 3, 3}));
+  auto count = [](const std::map<std::string, torch::Tensor>& v, const char* type) {
+    int64_t n = 0;
+    for (const auto& [key, x] : v)
+      if (key.rfind(type, 0) == 0) n += x.gt(0).sum().item<int64_t>();
+    return n;
+  };
+  p.split_floor = 0.15;
+  const auto v = prune::final_values(*gates, p);
+  EXPECT_EQ(count(v, "enc_self"), 1);
+  EXPECT_EQ(count(v, "dec_self"), 4);
+  EXPECT_EQ(count(v, "enc_dec"), 3);
+  EXPECT_EQ(v.at("enc_self.1")[1].item<float>(), 1.0f);  // the open one
+  p.split_floor = 0;
+  EXPECT_EQ(count(prune::final_values(*gates, p), "enc_self"), 2);
+}
+
 }  // namespace
 }  // namespace headcount
 
@@ -996,6 +1056,14 @@ TEST(PruneRun, ExpectedSplitFixesEachTypesShareOfTheExpectedOpenHeads) {
   EXPECT_NE(load_error(lambda).find("prune.target_split expected (from bad"), std::string::npos)
       << load_error(lambda);
   EXPECT_NE(load_error(lambda).find("it needs prune.method l0"), std::string::npos);
+  // prune.split_floor is a rule of the expected split: with the top rule a clear error.
+  Config floor_top = c;
+  floor_top.prune.split_floor = 0.05;
+  EXPECT_EQ(load_error(floor_top), "(no error)");
+  floor_top.prune.target_split = TargetSplit::kTop;
+  EXPECT_NE(load_error(floor_top).find("prune.split_floor 0.05 (from bad"), std::string::npos)
+      << load_error(floor_top);
+  EXPECT_NE(load_error(floor_top).find("prune.target_split is top"), std::string::npos);
   Config typed = c;
   typed.prune.target_heads = 0;
   typed.prune.target_heads_per_type = {1, 3, 3};
@@ -1283,43 +1351,48 @@ TEST(PruneRun, GateSeedsChooseTheMaskByTheMeanOfTheGateRunsPOpen) {
   bool differ = false;
   for (const auto& [k, t] : g3) differ = differ || !torch::equal(t, g4.at(k));
   EXPECT_TRUE(differ);
-  // The mask by hand: the mean P_open per head, the split by largest remainder, top per type.
+  // The mask by hand: the mean P_open per head, the split by largest remainder (of the P_open at
+  // or above `floor`: prune.split_floor), top per type.
   std::map<std::tuple<int, int, int>, double> mean;
-  double e[3] = {0, 0, 0};
   for (const auto& [k, t] : g3)
-    for (int64_t h = 0; h < t.size(0); ++h) {
-      const double m =
+    for (int64_t h = 0; h < t.size(0); ++h)
+      mean[{k.first, k.second, static_cast<int>(h)}] =
           (p_open_by_formula(t[h].item<double>()) + p_open_by_formula(g4.at(k)[h].item<double>())) /
           2;
-      mean[{k.first, k.second, static_cast<int>(h)}] = m;
-      e[k.first] += m;
-    }
-  const double sum = e[0] + e[1] + e[2];
-  int64_t counts[3], assigned = 0;
-  double frac[3];
-  for (int t = 0; t < 3; ++t) {
-    const double q = 7 * e[t] / sum;
-    ASSERT_LT(q, 8.0);
-    counts[t] = static_cast<int64_t>(std::floor(q));
-    frac[t] = q - counts[t];
-    assigned += counts[t];
-  }
-  for (; assigned < 7; ++assigned) {
-    int best = 0;
-    for (int t = 1; t < 3; ++t)
-      if (frac[t] > frac[best]) best = t;
-    ++counts[best];
-    frac[best] = -1;
-  }
-  std::set<std::tuple<int, int, int>> removed_by_hand;
-  for (int t = 0; t < 3; ++t) {
-    std::vector<std::pair<double, std::tuple<int, int, int>>> of_type;
+  auto by_hand = [&](double floor) {
+    double e[3] = {0, 0, 0};
     for (const auto& [h, m] : mean)
-      if (std::get<0>(h) == t) of_type.push_back({m, h});
-    std::sort(of_type.begin(), of_type.end(),
-              [](const auto& a, const auto& b) { return a.first > b.first; });
-    for (size_t i = counts[t]; i < of_type.size(); ++i) removed_by_hand.insert(of_type[i].second);
-  }
+      if (m >= floor) e[std::get<0>(h)] += m;
+    const double sum = e[0] + e[1] + e[2];
+    std::vector<int64_t> counts(3);
+    int64_t assigned = 0;
+    double frac[3];
+    for (int t = 0; t < 3; ++t) {
+      const double q = 7 * e[t] / sum;
+      EXPECT_LT(q, 8.0);
+      counts[t] = static_cast<int64_t>(std::floor(q));
+      frac[t] = q - counts[t];
+      assigned += counts[t];
+    }
+    for (; assigned < 7; ++assigned) {
+      int best = 0;
+      for (int t = 1; t < 3; ++t)
+        if (frac[t] > frac[best]) best = t;
+      ++counts[best];
+      frac[best] = -1;
+    }
+    std::set<std::tuple<int, int, int>> removed;
+    for (int t = 0; t < 3; ++t) {
+      std::vector<std::pair<double, std::tuple<int, int, int>>> of_type;
+      for (const auto& [h, m] : mean)
+        if (std::get<0>(h) == t) of_type.push_back({m, h});
+      std::sort(of_type.begin(), of_type.end(),
+                [](const auto& a, const auto& b) { return a.first > b.first; });
+      for (size_t i = counts[t]; i < of_type.size(); ++i) removed.insert(of_type[i].second);
+    }
+    return std::make_pair(removed, counts);
+  };
+  const auto [removed_by_hand, counts] = by_hand(0);
   // A run's removed heads, from its head_removal.csv (a kept head's removal step is empty).
   auto removed_by = [](const fs::path& run) {
     std::set<std::tuple<int, int, int>> removed;
@@ -1366,6 +1439,30 @@ TEST(PruneRun, GateSeedsChooseTheMaskByTheMeanOfTheGateRunsPOpen) {
   EXPECT_EQ(nlohmann::json::parse(io::read_file(run4 / "summary.json"))["steps"],
             nlohmann::json::parse(io::read_file(run4 / "checkpoints" / "last" /
                                                 "prune_state.json"))["mask_fixed_at"]);
+  // prune.split_floor changes no gated step, only how the mean's total is split: a run with a
+  // floor takes these finished gate runs as its own and keeps the mask the floor gives by hand
+  // (here one that differs from the run without it).
+  // (Here the mean's E[open] is 1.95/2.23/2.22, split 2/3/2; above 0.2 it is 1.95/2.03/2.04,
+  // 2/2/3.)
+  constexpr double kFloor = 0.2;
+  Config floored = avg;
+  floored.prune.split_floor = kFloor;
+  const auto [removed_floored, counts_floored] = by_hand(kFloor);
+  EXPECT_NE(counts_floored, counts);
+  fs::create_directories(dir / "floor");
+  fs::copy(dir / "avg" / "gate-seeds", dir / "floor" / "gate-seeds", fs::copy_options::recursive);
+  train::TrainOptions of = o;
+  of.run_dir = dir / "floor";
+  ::testing::internal::CaptureStderr();
+  EXPECT_FALSE(prune::prune_command(floored, of).interrupted);
+  err = ::testing::internal::GetCapturedStderr();
+  for (int seed : {3, 4})
+    EXPECT_NE(err.find(fmt::format(
+                  "gate run {} has finished",
+                  (dir / "floor" / "gate-seeds" / fmt::format("seed-{}", seed)).string())),
+              std::string::npos)
+        << err;
+  EXPECT_EQ(removed_by(dir / "floor"), removed_floored);
   // Clear errors: the recipe's settings are needed, and each seed once.
   Config no_exact = avg;
   no_exact.prune.exact_recovery = false;

@@ -40,6 +40,9 @@
 #                 steps instead of 300 (prune.target_warmup_steps) and the latest fixing point at
 #                 R + 300 (train.max_steps 1,200 x B + R + 300): more gated steps before the heads
 #                 are chosen (item 41); e.g. frz-ramp900-esplit-72-2x-s2
+#   floorF-NAME   NAME (esplit-*) with prune.split_floor F: heads whose P(open) is below F count as
+#                 closed when the total is split between the types (item 50); after gavgK- where
+#                 both, e.g. gavg3-floor0.05-esplit-36-2x
 #   gavgK-NAME    NAME (esplit-* or exact-*) with prune.gate_seeds: K gate runs (the gated steps
 #                 alone, seeds K(S-1)+1 .. KS for NAME's seed S, so that no two seeds of the
 #                 variant share a gate run) choose the mask by the mean of their P(open); the run
@@ -64,11 +67,18 @@ for name in "$@"; do
   seed=1 base_name=$name
   if [[ $name =~ ^(.*)-s([0-9]+)$ ]]; then base_name=${BASH_REMATCH[1]} seed=${BASH_REMATCH[2]}; fi
   gate_avg=()
-  if [[ $base_name =~ ^gavg([0-9]+)-((exact|esplit)-.*)$ ]]; then
+  if [[ $base_name =~ ^gavg([0-9]+)-((floor[0-9.]+-)?(exact|esplit)-.*)$ ]]; then
     k=${BASH_REMATCH[1]} base_name=${BASH_REMATCH[2]}
     gate_avg=(--set "prune.gate_seeds=[$(seq -s ', ' $((k * (seed - 1) + 1)) $((k * seed)))]")
   elif [[ $base_name == gavg* ]]; then
     echo "gavgK- takes exact-* or esplit-* variants: $name" >&2; exit 2
+  fi
+  # floorF-NAME: esplit-* with prune.split_floor F (heads with P_open below F left out of the split).
+  split_floor=()
+  if [[ $base_name =~ ^floor([0-9.]+)-(esplit-.*)$ ]]; then
+    split_floor=(--set prune.split_floor=${BASH_REMATCH[1]}) base_name=${BASH_REMATCH[2]}
+  elif [[ $base_name == floor* ]]; then
+    echo "floorF- takes esplit-* variants: $name" >&2; exit 2
   fi
   freeze=()
   if [[ $base_name == frz-* ]]; then base_name=${base_name#frz-} freeze=(--set prune.freeze_until_fixed=true); fi
@@ -124,7 +134,8 @@ for name in "$@"; do
     echo "$(date -u +%FT%TZ) $name start"
     "$B" prune configs/bible-base.yaml configs/bible-prune.yaml configs/bible-prune-gated.yaml \
       --set prune.init_from=$base \
-      "${args[@]}" ${freeze[@]+"${freeze[@]}"} ${gate_avg[@]+"${gate_avg[@]}"} --out "$R/$name" \
+      "${args[@]}" ${freeze[@]+"${freeze[@]}"} ${gate_avg[@]+"${gate_avg[@]}"} \
+      ${split_floor[@]+"${split_floor[@]}"} --out "$R/$name" \
       >> "$R/$name.log" 2>&1
   fi
   evaluate "$R/$name/pruned" "$R/$name"

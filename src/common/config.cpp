@@ -510,6 +510,9 @@ std::vector<Field> prune_gate_fields() {
           "prune.target_split", HC_ACCESS(prune.target_split),
           "one target over several types: the largest log_alpha over all (top) or each type's "
           "share of the expected open heads (expected)"),
+      field<double>("prune.split_floor", "float", HC_ACCESS(prune.split_floor), range(0.0, 1.0),
+                    "target_split expected: heads with P_open below this count as closed when "
+                    "the total is split between the types (0 = every head counts)"),
       field<int>("prune.target_warmup_steps", "int", HC_ACCESS(prune.target_warmup_steps),
                  range(0, INT32_MAX), "steps over which the target is ramped"),
       field<double>("prune.lagrangian_lr", "float", HC_ACCESS(prune.lagrangian_lr),
@@ -897,6 +900,13 @@ void check_prune_budgets(const PruneConfig& p, const ConfigLoader& loader) {
            "the gates' own (prune.target_split=top)",
            choice_name(p.target_split), origin("prune.target_split"), origin("prune.method"),
            origin("prune.target_heads"));
+  HC_CHECK(p.split_floor == 0 || p.target_split == TargetSplit::kExpected,
+           "prune.split_floor {} (from {}) is a rule of prune.target_split expected (which of the "
+           "gates' expected open heads count when the total is split between the types), but "
+           "prune.target_split is {} (from {}): set prune.target_split=expected or "
+           "prune.split_floor=0",
+           p.split_floor, origin("prune.split_floor"), choice_name(p.target_split),
+           origin("prune.target_split"));
 }
 
 }  // namespace

@@ -232,14 +232,30 @@ std::vector<int64_t> split_by_expected(std::vector<double> expected,
   return counts;
 }
 
+double counted_open(const HeadGatesImpl& gates, model::AttentionType type, double floor) {
+  if (floor <= 0) return gates.expected_open({type}).item<double>();
+  torch::NoGradGuard no_grad;
+  double sum = 0;
+  for (const auto& l : gates.layers()) {
+    if (l.type != type) continue;
+    const auto p = l.gate->p_open().to(torch::kCPU).to(torch::kFloat64);
+    sum += (p * p.ge(floor).to(torch::kFloat64)).sum().item<double>();
+  }
+  return sum;
+}
+
 std::vector<int64_t> expected_split(const HeadGatesImpl& gates, int64_t n,
-                                    const std::vector<model::AttentionType>& types) {
+                                    const std::vector<model::AttentionType>& types, double floor) {
   std::vector<double> expected;
   std::vector<int64_t> sizes;
+  double counted = 0;
   for (auto t : types) {
-    expected.push_back(gates.expected_open({t}).item<double>());
+    expected.push_back(counted_open(gates, t, floor));
     sizes.push_back(gates.total_heads({t}));
+    counted += expected.back();
   }
+  // A floor above every head's P_open leaves nothing to split by: the split without it.
+  if (counted <= 0 && floor > 0) return expected_split(gates, n, types, 0);
   return split_by_expected(expected, sizes, n);
 }
 
@@ -250,7 +266,7 @@ std::map<std::string, torch::Tensor> final_values(const HeadGatesImpl& gates,
   std::map<std::string, torch::Tensor> out;
   for (const auto& g : groups) {
     if (p.target_split == TargetSplit::kExpected && g.types.size() > 1) {
-      const auto counts = expected_split(gates, g.heads, g.types);
+      const auto counts = expected_split(gates, g.heads, g.types, p.split_floor);
       for (size_t i = 0; i < g.types.size(); ++i)
         out.merge(top_n_values(gates, counts[i], {g.types[i]}));
     } else {

@@ -46,16 +46,24 @@ void log_target_rounding(const TargetGroup& g, int64_t open_by_gates) {
 
 // prune.target_split expected: how one total is split between its types, and the gates' expected
 // open heads it was split by.
-void log_expected_split(const HeadGatesImpl& gates, const TargetGroup& g) {
-  const auto counts = expected_split(gates, g.heads, g.types);
+void log_expected_split(const HeadGatesImpl& gates, const TargetGroup& g, double floor) {
+  const auto counts = expected_split(gates, g.heads, g.types, floor);
   std::vector<std::string> parts;
-  for (size_t i = 0; i < g.types.size(); ++i)
-    parts.push_back(fmt::format("{} {} (E[open] {:.2f})", model::attention_name(g.types[i]),
-                                counts[i], gates.expected_open({g.types[i]}).item<double>()));
+  for (size_t i = 0; i < g.types.size(); ++i) {
+    const double e = gates.expected_open({g.types[i]}).item<double>();
+    if (floor > 0)
+      parts.push_back(fmt::format("{} {} (E[open] {:.2f}, {:.2f} at P_open >= {})",
+                                  model::attention_name(g.types[i]), counts[i], e,
+                                  counted_open(gates, g.types[i], floor), floor));
+    else
+      parts.push_back(
+          fmt::format("{} {} (E[open] {:.2f})", model::attention_name(g.types[i]), counts[i], e));
+  }
   log::info(
       "target {} heads split between the types by the gates' expected open heads "
-      "(prune.target_split expected): {}",
-      g.heads, fmt::join(parts, ", "));
+      "(prune.target_split expected{}): {}",
+      g.heads, floor > 0 ? fmt::format(", prune.split_floor {}", floor) : std::string(),
+      fmt::join(parts, ", "));
 }
 
 // Target mode as the log states it.
@@ -105,7 +113,7 @@ void L0Pruning::fix_mask(int64_t step) {
   fixed_values_ = fixed_mask_values(*gates_, config_.prune);
   if (config_.prune.target_split == TargetSplit::kExpected)
     for (const auto& g : targets_)
-      if (g.types.size() > 1) log_expected_split(*gates_, g);
+      if (g.types.size() > 1) log_expected_split(*gates_, g, config_.prune.split_floor);
   fixed_log_alpha_.clear();
   for (const auto& l : gates_->layers()) fixed_log_alpha_.push_back(l.gate->log_alpha.clone());
   if (!frozen_weights_.empty()) {
@@ -153,6 +161,11 @@ Config gate_seed_config(const Config& config, int64_t seed) {
   c.seed = static_cast<int>(seed);
   c.prune.gate_seeds.clear();
   c.prune.stop_at_fix = true;
+  // How the total is split between the types changes no step of the gated run (the mask is fixed
+  // when the total E[open] reaches the target), only the mask it would keep, and this run keeps
+  // the mask its own rule takes from the gate runs' mean: so gate runs with any split floor are the
+  // same runs, and a finished one serves every floor.
+  c.prune.split_floor = 0;
   return c;
 }
 
@@ -667,7 +680,7 @@ void L0Pruning::finish(train::Trainer& trainer) {
     }
     log_target_rounding(g, count(open_by_type));
     if (config_.prune.target_split == TargetSplit::kExpected && g.types.size() > 1)
-      log_expected_split(*gates_, g);
+      log_expected_split(*gates_, g, config_.prune.split_floor);
   }
   const auto r = trainer.evaluate();
   nlohmann::json rec = {{"event", "final"},

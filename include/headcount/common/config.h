@@ -148,6 +148,12 @@ struct PruneConfig {
   // the Lagrangian constrained; the top rule rounds a type whose heads are all undecided (many
   // small P_open) down to almost nothing (experiments/l0-recovery, item 32).
   TargetSplit target_split = TargetSplit::kTop;
+  // With target_split expected: a head whose P_open is below this floor counts as closed when the
+  // total is split between the types (E_t sums only the P_open at or above it), so that many
+  // nearly closed heads of a type do not add up to a head it then keeps (their diffuse mass is
+  // noise, and the largest-remainder rounding gives the extra head to one of them, a near-tie:
+  // experiments/l0-recovery, item 49). 0 counts every head (the split as before).
+  double split_floor = 0;
   // Recovery: the last recovery_steps of train.max_steps train the model with its final mask
   // fixed (the gates frozen at the values the export takes: exactly target_heads heads in target
   // mode), so that the pruned model's weights adapt to it before the export (0: off).

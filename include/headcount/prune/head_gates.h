@@ -89,10 +89,15 @@ std::map<std::string, torch::Tensor> top_n_values(
 // earlier group). Needs 0 <= n <= sum(sizes); with every expected value 0 the sizes stand in.
 std::vector<int64_t> split_by_expected(std::vector<double> expected,
                                        const std::vector<int64_t>& sizes, int64_t n);
+// A type's open heads as prune.target_split expected counts them: the sum of P_open over its
+// heads, leaving out those below `floor` (prune.split_floor; 0 = every head, E[open] of the type).
+double counted_open(const HeadGatesImpl& gates, model::AttentionType type, double floor = 0);
 // prune.target_split expected: how many of `n` heads each of `types` keeps (split_by_expected of
-// the types' sums of P_open), in the order of `types`.
+// the types' counted_open with prune.split_floor `floor`; a floor above every head's P_open
+// splits as without one), in the order of `types`.
 std::vector<int64_t> expected_split(const HeadGatesImpl& gates, int64_t n,
-                                    const std::vector<model::AttentionType>& types);
+                                    const std::vector<model::AttentionType>& types,
+                                    double floor = 0);
 
 // What a prune run's gates say to keep at its end: in target mode top_n_values of each target
 // group (exactly prune.target_heads heads, or prune.target_heads_per_type's per type; with
