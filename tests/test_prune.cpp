@@ -282,7 +282,7 @@ TEST(PruneHeads, ExpectedSplitKeepsEachTypesShareOfTheExpectedOpenHeads) {
 // prune.split_floor: heads below the floor count as closed when the total is split. enc_self has
 // one head open (log_alpha 5) and seven nearly closed (-3, P_open 0.099 each, together 0.69);
 // dec_self and enc_dec four open (5) and four closed (-5, P_open 0.015). Keeping 8 without a
-// floor, enc_self's diffuse mass earns it a second head; with a floor of 0.05 it keeps one.
+// floor, enc_self's diffuse mass earns it a second head; with a floor of 0.15 it keeps one.
 TEST(PruneHeads, SplitFloorLeavesNearlyClosedHeadsOutOfTheSplit) {
   auto c = small_model_config();
   model::Transformer m(c, model::Architecture::uniform(c), 30, 30);
