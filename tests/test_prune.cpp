@@ -993,6 +993,31 @@ TEST(PruneRun, PerTypeTargetEndsWithEachTypesCount) {
       << load_error(flops);
 }
 
+// 7 heads split between three types of 8 heads by their expected open heads `e`, by hand: each
+// quota 7 e_t / sum e (none reaches 8 in these runs), its floor, then one more head to the largest
+// fractional parts (ties to the earlier type).
+std::vector<int64_t> split_of_seven_by_hand(const double e[3]) {
+  const double sum = e[0] + e[1] + e[2];
+  std::vector<int64_t> counts(3);
+  int64_t assigned = 0;
+  double frac[3];
+  for (int t = 0; t < 3; ++t) {
+    const double q = 7 * e[t] / sum;
+    EXPECT_LT(q, 8.0);
+    counts[t] = static_cast<int64_t>(std::floor(q));
+    frac[t] = q - counts[t];
+    assigned += counts[t];
+  }
+  for (; assigned < 7; ++assigned) {
+    int best = 0;
+    for (int t = 1; t < 3; ++t)
+      if (frac[t] > frac[best]) best = t;
+    ++counts[best];
+    frac[best] = -1;
+  }
+  return counts;
+}
+
 // prune.target_split expected in a whole run: the mask fixed at the target keeps, per type, that
 // type's share of the gates' expected open heads at the fixing step, which the test computes from
 // the checkpoint's log_alpha by the formula and rounds by largest remainder itself.
@@ -1022,23 +1047,7 @@ TEST(PruneRun, ExpectedSplitFixesEachTypesShareOfTheExpectedOpenHeads) {
     for (int64_t h = 0; h < la.size(0); ++h)
       e[static_cast<int>(l.type)] += p_open_by_formula(la[h].item<double>());
   }
-  const double sum = e[0] + e[1] + e[2];
-  int64_t counts[3], assigned = 0;
-  double frac[3];
-  for (int t = 0; t < 3; ++t) {
-    const double q = 7 * e[t] / sum;  // no type's quota reaches its 8 heads here
-    ASSERT_LT(q, 8.0);
-    counts[t] = static_cast<int64_t>(std::floor(q));
-    frac[t] = q - counts[t];
-    assigned += counts[t];
-  }
-  for (; assigned < 7; ++assigned) {
-    int best = 0;
-    for (int t = 1; t < 3; ++t)
-      if (frac[t] > frac[best]) best = t;
-    ++counts[best];
-    frac[best] = -1;
-  }
+  const auto counts = split_of_seven_by_hand(e);
   const auto arch = run::read_checkpoint_info(dir / "x" / "pruned").architecture;
   EXPECT_EQ(arch.total(AttentionType::kEncSelf), counts[0]);
   EXPECT_EQ(arch.total(AttentionType::kDecSelf), counts[1]);
@@ -1363,24 +1372,7 @@ TEST(PruneRun, GateSeedsChooseTheMaskByTheMeanOfTheGateRunsPOpen) {
     double e[3] = {0, 0, 0};
     for (const auto& [h, m] : mean)
       if (m >= floor) e[std::get<0>(h)] += m;
-    const double sum = e[0] + e[1] + e[2];
-    std::vector<int64_t> counts(3);
-    int64_t assigned = 0;
-    double frac[3];
-    for (int t = 0; t < 3; ++t) {
-      const double q = 7 * e[t] / sum;
-      EXPECT_LT(q, 8.0);
-      counts[t] = static_cast<int64_t>(std::floor(q));
-      frac[t] = q - counts[t];
-      assigned += counts[t];
-    }
-    for (; assigned < 7; ++assigned) {
-      int best = 0;
-      for (int t = 1; t < 3; ++t)
-        if (frac[t] > frac[best]) best = t;
-      ++counts[best];
-      frac[best] = -1;
-    }
+    const auto counts = split_of_seven_by_hand(e);
     std::set<std::tuple<int, int, int>> removed;
     for (int t = 0; t < 3; ++t) {
       std::vector<std::pair<double, std::tuple<int, int, int>>> of_type;
