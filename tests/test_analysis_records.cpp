@@ -28,6 +28,7 @@ TEST(AnalysisRecords, MichelFinetuneBudgetIsTheStepsThatTrainedTheExportedWeight
     for (const auto& s : finetune_sets(run.finish(), fixed_at)) l.apply_set(s);
     const Config c = l.finish();
     EXPECT_FALSE(c.prune.rewind);
+    EXPECT_TRUE(c.prune.gate_seeds.empty());  // no gate runs before Michel's fine-tuning
     EXPECT_EQ(finetune_budget(run.finish(), fixed_at), c.train.max_steps);
     return c.train.max_steps;
   };
@@ -46,6 +47,9 @@ TEST(AnalysisRecords, MichelFinetuneBudgetIsTheStepsThatTrainedTheExportedWeight
       testing::repo_configs({"bible-base.yaml", "bible-prune.yaml", "bible-prune-target.yaml"},
                             {"prune.target_heads=72"});
   EXPECT_EQ(michel_steps(target, 456), 2400);
+  // its default three gate seeds fix the mean's mask at step 0: the same 2,400
+  EXPECT_FALSE(target.finish().prune.gate_seeds.empty());
+  EXPECT_EQ(michel_steps(target, 0), 2400);
   // fixed at the target without exact recovery: from the fixing step to train.max_steps
   const auto rewind =
       testing::repo_configs(base, {"prune.target_heads=72", "prune.fix_at_target=true",

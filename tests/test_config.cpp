@@ -195,7 +195,22 @@ TEST(Config, TargetRecipeFileLoadsOnTheBibleConfigs) {
   EXPECT_EQ(c.prune.target_warmup_steps, 300);
   EXPECT_EQ(c.prune.lagrangian_lr, 0.05);
   EXPECT_EQ(c.prune.target_split, TargetSplit::kExpected);  // item 33 of experiments/l0-recovery
+  EXPECT_EQ(c.prune.gate_seeds, (std::vector<double>{1, 2, 3}));  // items 48, 49 and 52
   EXPECT_EQ(c.prune.lambda, 0.05);  // bible-prune.yaml's, unused in target mode
+  // One gate seed (the recipe before three became its default), and the error that names it
+  // where a setting the gate runs need is turned off.
+  l.apply_set("prune.gate_seeds=[]");
+  EXPECT_TRUE(l.finish().prune.gate_seeds.empty());
+  ConfigLoader off;
+  off.apply_file(configs / "bible-base.yaml");
+  off.apply_file(configs / "bible-prune.yaml");
+  off.apply_file(configs / "bible-prune-target.yaml");
+  off.apply_set("prune.rewind=false");
+  const std::string e = error_of([&] { off.finish(); });
+  EXPECT_NE(e.find("prune.gate_seeds (from " + (configs / "bible-prune-target.yaml").string()),
+            std::string::npos)
+      << e;
+  EXPECT_NE(e.find("--set \"prune.gate_seeds=[]\""), std::string::npos) << e;
 }
 
 // configs/bible-prune.yaml alone is lambda mode's recipe (1,200 gated steps, then the mask fixed,

@@ -982,7 +982,8 @@ Config ConfigLoader::finish() const {
              "prune.init_from under it for exactly prune.recovery_steps: it needs "
              "prune.fix_at_target (from {}), prune.exact_recovery (from {}) and prune.rewind (from "
              "{}) true and prune.stop_at_fix (from {}) false (configs/bible-prune-target.yaml "
-             "has the first three)",
+             "has the first three; one gate seed, the mask from the run's own gates: --set "
+             "\"prune.gate_seeds=[]\")",
              origin("prune.gate_seeds"), origin("prune.fix_at_target"),
              origin("prune.exact_recovery"), origin("prune.rewind"), origin("prune.stop_at_fix"));
     std::set<double> seen;
