@@ -207,8 +207,8 @@ int finetune_budget(const Config& run_config, int64_t mask_fixed_at) {
 std::vector<std::string> finetune_sets(const Config& run_config, int64_t mask_fixed_at) {
   const int steps = finetune_budget(run_config, mask_fixed_at);
   if (steps == run_config.train.max_steps) return {};
-  // Michel's fine-tuning has no gates: no gate runs either (prune.gate_seeds needs the recovery
-  // settings turned off here).
+  // Michel's fine-tuning has no gates, so no gate runs either (and prune.gate_seeds would refuse
+  // the recovery settings turned off here).
   return {fmt::format("train.max_steps={}", steps),
           "prune.recovery_steps=0",
           "prune.rewind=false",
