@@ -201,11 +201,8 @@ TEST(Config, TargetRecipeFileLoadsOnTheBibleConfigs) {
   // where a setting the gate runs need is turned off.
   l.apply_set("prune.gate_seeds=[]");
   EXPECT_TRUE(l.finish().prune.gate_seeds.empty());
-  ConfigLoader off;
-  off.apply_file(configs / "bible-base.yaml");
-  off.apply_file(configs / "bible-prune.yaml");
-  off.apply_file(configs / "bible-prune-target.yaml");
-  off.apply_set("prune.rewind=false");
+  const ConfigLoader off = testing::repo_configs(
+      {"bible-base.yaml", "bible-prune.yaml", "bible-prune-target.yaml"}, {"prune.rewind=false"});
   const std::string e = error_of([&] { off.finish(); });
   EXPECT_NE(e.find("prune.gate_seeds (from " + (configs / "bible-prune-target.yaml").string()),
             std::string::npos)

@@ -117,17 +117,19 @@ const char* const kCrashPoints[] = {
 // point fewer times and ends) unless HEADCOUNT_TEST_KILL_PASSAGES=N limits it to the first N, as
 // scripts/sanitize.sh does (every point and every resume path is still reached; under the
 // sanitizers each kill-and-resume cycle of the CLI costs several times what it does here).
+constexpr int kAllPassages = 40;  // more than any crash point is passed in these runs
+
 int kill_passages() {
   const char* v = std::getenv("HEADCOUNT_TEST_KILL_PASSAGES");
-  if (v == nullptr || *v == '\0') return 40;
+  if (v == nullptr || *v == '\0') return kAllPassages;
   char* end = nullptr;
   const long n = std::strtol(v, &end, 10);
   if (*end != '\0' || n < 1) {
     ADD_FAILURE() << "HEADCOUNT_TEST_KILL_PASSAGES: expected a whole number from 1, got '" << v
                   << "'";
-    return 40;
+    return kAllPassages;
   }
-  return static_cast<int>(std::min(n, 40L));
+  return static_cast<int>(std::min<long>(n, kAllPassages));
 }
 
 // Kills `command` (train or prune, on `config`) at every passage of every crash point (the 1st,
@@ -315,7 +317,7 @@ TEST(Reliability, PruneWithGateSeedsKilledAnywhereEndsAsAnUninterruptedRun) {
   ASSERT_EQ(ref.code, 0) << ref.err;
   const auto expected = records(dir / "ref");
   int kills = 0;
-  for (int hit = 1; hit <= 40; hit += 2) {
+  for (int hit = 1; hit <= kAllPassages; hit += 2) {
     const std::string spec = fmt::format("train.saved_last#{}", hit);
     const fs::path out = dir / fmt::format("killed-{}", hit);
     const Exit killed = run_cli(cmd(out), "HEADCOUNT_CRASH_AT=" + spec);
