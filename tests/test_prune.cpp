@@ -1455,6 +1455,21 @@ TEST(PruneRun, GateSeedsChooseTheMaskByTheMeanOfTheGateRunsPOpen) {
               std::string::npos)
         << err;
   EXPECT_EQ(removed_by(dir / "floor"), removed_floored);
+#ifdef HEADCOUNT_BINARY
+  // `analyze compare --finetune` on this run: Michel's heads get the 10 steps that trained its
+  // exported weights, by `train RUN/config.yaml` without the gate runs (the fine-tuning's config
+  // failed the config check while it kept prune.gate_seeds).
+  const auto cmp = testing::run_headcount(
+      "", fmt::format("analyze compare --checkpoint {} --run {} --out {} --finetune --sentences 4",
+                      c.prune.init_from, (dir / "avg").string(), (dir / "cmp").string()));
+  ASSERT_EQ(cmp.code, 0) << cmp.err << io::read_file(dir / "cmp" / "michel-finetune.log");
+  const fs::path tuned = dir / "cmp" / "michel-finetuned";
+  EXPECT_EQ(
+      nlohmann::json::parse(io::read_file(tuned / "checkpoints" / "last" / "state.json"))["step"],
+      10);
+  EXPECT_TRUE(load_config_file(tuned / "config.yaml").prune.gate_seeds.empty());
+  EXPECT_FALSE(fs::exists(tuned / "gate-seeds"));
+#endif
   // Clear errors: the recipe's settings are needed, and each seed once.
   Config no_exact = avg;
   no_exact.prune.exact_recovery = false;
