@@ -1422,6 +1422,12 @@ TEST(PruneRun, GateSeedsChooseTheMaskByTheMeanOfTheGateRunsPOpen) {
   for (const auto& ev : evals) EXPECT_TRUE(ev.value("mask_fixed", false)) << ev.dump();
   EXPECT_EQ(nlohmann::json::parse(io::read_file(dir / "avg" / "summary.json"))["steps"], 10);
   EXPECT_NE(err.find("the gates are the mean P_open of 2 gate runs"), std::string::npos) << err;
+  // The progress lines count to where each run ends at the latest: the gate runs to their latest
+  // fixing point (train.max_steps 60 - recovery_steps 10), the run to its 10 recovery steps; none
+  // to train.max_steps.
+  EXPECT_NE(err.find("step 1/50 |"), std::string::npos) << err;
+  EXPECT_NE(err.find("step 1/10 |"), std::string::npos) << err;
+  EXPECT_EQ(err.find("/60 |"), std::string::npos) << err;
   // Run again: the gate runs are finished and not run again.
   ::testing::internal::CaptureStderr();
   prune::prune_command(avg, o);

@@ -250,6 +250,11 @@ int64_t L0Pruning::end_step(int64_t max_steps) const {
   return fixed_at_ + config_.prune.recovery_steps;
 }
 
+int64_t L0Pruning::latest_end_step(int64_t max_steps) const {
+  if (config_.prune.stop_at_fix && !fixed() && fix_step_ >= 0) return fix_step_;
+  return end_step(max_steps);
+}
+
 std::map<std::string, torch::Tensor> L0Pruning::mask_values() {
   return fixed() ? *fixed_values_ : final_values();
 }

@@ -389,7 +389,10 @@ void Trainer::run_steps(TrainSummary& summary, Progress& progress) {
     const StepStats s = train_step();
     if (s.tokens == 0) continue;  // no process had a batch
     progress.add(s);
-    if (auto rec = progress.report(state_, t, end_step(), s.lr, extension_.get())) {
+    // The progress line counts to the latest end known now (a gate run's latest fixing point).
+    const int64_t shown_end =
+        extension_ ? std::min(end_step(), extension_->latest_end_step(t.max_steps)) : end_step();
+    if (auto rec = progress.report(state_, t, shown_end, s.lr, extension_.get())) {
       if (options_.comm) {
         (*rec)["world_size"] = options_.world_size;
         (*rec)["allreduce_bytes_per_step"] = allreduce_bytes_;

@@ -44,6 +44,9 @@ class L0Pruning : public train::TrainingExtension {
   int64_t schedule_start() const override;
   // prune.exact_recovery: recovery_steps after the step the mask was fixed at.
   int64_t end_step(int64_t max_steps) const override;
+  // prune.stop_at_fix before the mask is fixed: the latest fixing point (max_steps -
+  // recovery_steps); otherwise end_step.
+  int64_t latest_end_step(int64_t max_steps) const override;
   void begin_evaluation() override;
   void evaluation_extras(int64_t step, nlohmann::json& record) override;
   void save(const fs::path& checkpoint) override;

@@ -95,6 +95,10 @@ class TrainingExtension {
   // The step the run ends at: train.max_steps (given), or earlier when the extension decided so
   // during the run (asked before every step; the learning-rate schedule runs up to it).
   virtual int64_t end_step(int64_t max_steps) const { return max_steps; }
+  // The step the run ends at the latest, as far as the extension knows now: what the progress
+  // line counts to and its ETA is for (a run that will end at an event still to come, e.g. a gate
+  // run that stops when its mask is fixed, ends by that event's latest step, not at max_steps).
+  virtual int64_t latest_end_step(int64_t max_steps) const { return end_step(max_steps); }
 
   // Evaluation extras: evaluations run between begin and end; the record of each (metrics.jsonl,
   // event "eval" or "final") gets the extension's fields.
